@@ -1,0 +1,185 @@
+// Package cgroup gives each sandboxed run a fresh control group, applies its
+// memory, CPU and process limits, reports what the run used, and removes the
+// group afterwards. It drives the kernel through containerd/cgroups: the
+// cgroup2 package on pure cgroup v2 hosts and the cgroup1 package on v1 and
+// hybrid hosts (where memory, pids and cpu live on v1 hierarchies).
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Limits are what one run may use. A zero field means "no limit".
+type Limits struct {
+	Memory int64   // bytes of RAM, swap excluded (swap is off for the run)
+	CPUs   float64 // CPU bandwidth in cores, e.g. 0.5
+	Pids   int64   // processes and threads
+}
+
+// Any reports whether at least one limit is set.
+func (l Limits) Any() bool { return l.Memory > 0 || l.CPUs > 0 || l.Pids > 0 }
+
+// Usage is what a run consumed, read from its cgroup when it ended.
+type Usage struct {
+	CPU        time.Duration // user+system time of every process of the run
+	PeakMemory int64         // high-water mark of the group's memory
+	OOMKills   uint64        // processes the kernel killed for the memory limit
+}
+
+// Mode names the kind of hierarchy a run's limits live in.
+type Mode string
+
+const (
+	ModeV2   Mode = "v2"
+	ModeV1   Mode = "v1"
+	ModeNone Mode = "none"
+)
+
+// Run is the cgroup of one sandboxed run.
+type Run interface {
+	// Mode tells which hierarchy enforces the limits.
+	Mode() Mode
+	// CloneFD is a directory fd to clone the child straight into
+	// (CLONE_INTO_CGROUP), or -1 when the child must be moved with Enter.
+	CloneFD() int
+	// Enter moves pid into the group. The child waits for its plan until
+	// this is done, so none of the program's instructions run outside.
+	Enter(pid int) error
+	// CPUTime is the group's CPU usage so far; cheap enough to poll.
+	CPUTime() (time.Duration, error)
+	// Kill sends SIGKILL to every process in the group.
+	Kill() error
+	// Usage reads the group's accounting; call it after the run ended.
+	Usage() (Usage, error)
+	// Remove deletes the group; the run's processes must be gone.
+	Remove() error
+}
+
+// Options choose where and how a run's group is made.
+type Options struct {
+	Limits Limits
+	// Parent is the cgroup (a path inside the hierarchy, e.g.
+	// "/system.slice/eval.service") under which run groups are made.
+	// Empty means microbox's own cgroup.
+	Parent string
+}
+
+// runPrefix starts the name of every group microbox creates for a run; GC
+// relies on it to find stale ones and never touches any other name.
+const runPrefix = "microbox-run-"
+
+const mountRoot = "/sys/fs/cgroup"
+
+// ErrUnavailable says the host offers no cgroup this process may use.
+var ErrUnavailable = errors.New("no usable cgroup hierarchy")
+
+// HostMode tells whether the host is pure cgroup v2, or has v1 hierarchies
+// for the controllers microbox needs (v1 or hybrid).
+func HostMode() Mode {
+	if fileExists(filepath.Join(mountRoot, "cgroup.controllers")) {
+		return ModeV2
+	}
+	if fileExists(filepath.Join(mountRoot, "memory", "memory.limit_in_bytes")) {
+		return ModeV1
+	}
+	return ModeNone
+}
+
+// New creates the cgroup for one run with the given limits.
+func New(opts Options) (Run, error) {
+	name := fmt.Sprintf("%s%d-%d", runPrefix, os.Getpid(), time.Now().UnixNano())
+	switch HostMode() {
+	case ModeV2:
+		return newV2(name, opts)
+	case ModeV1:
+		return newV1(name, opts)
+	}
+	return nil, fmt.Errorf("%w: neither %s/cgroup.controllers (v2) nor a v1 memory hierarchy exists", ErrUnavailable, mountRoot)
+}
+
+// ownerAlive reports whether the microbox process that made the run group
+// called name may still be running; GC leaves such groups alone.
+func ownerAlive(name string) bool {
+	rest := strings.TrimPrefix(name, runPrefix)
+	pid, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return false
+	}
+	return fileExists(filepath.Join("/proc", pid))
+}
+
+// retryRemove removes a cgroup directory; the kernel can answer EBUSY for a
+// moment after the last task exited, so it retries for about a second.
+func retryRemove(dir string) error {
+	var err error
+	for delay := time.Millisecond; delay < 300*time.Millisecond; delay *= 2 {
+		err = os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		time.Sleep(delay)
+	}
+	return fmt.Errorf("remove cgroup %s: %w", dir, err)
+}
+
+// ownCgroup returns this process's path in the hierarchy whose
+// /proc/self/cgroup line has the given controller list ("" is the v2 one).
+func ownCgroup(controller string) (string, error) {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == controller {
+				return parts[2], nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no %q line in /proc/self/cgroup", controller)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// staleRuns lists run groups directly under dir whose owner is gone.
+func staleRuns(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var stale []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), runPrefix) && !ownerAlive(e.Name()) {
+			stale = append(stale, filepath.Join(dir, e.Name()))
+		}
+	}
+	return stale
+}
+
+// GC removes run groups left behind by microbox processes that died before
+// they could clean up (e.g. killed with SIGKILL mid-run), killing any
+// process still inside them. It returns the groups it removed.
+func GC(parent string) ([]string, error) {
+	switch HostMode() {
+	case ModeV2:
+		return gcV2(parent)
+	case ModeV1:
+		return gcV1(parent)
+	}
+	return nil, nil
+}

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	units "github.com/docker/go-units"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/seccomp"
+)
+
+// execFlags are `microbox exec`'s options as typed; parse turns them into
+// an nsjail.Spec.
+type execFlags struct {
+	json         bool
+	code         string
+	mem          string
+	cpus         float64
+	pids         int64
+	cpuTime      string
+	timeout      string
+	outputLimit  string
+	tmpfsSize    string
+	workdir      string
+	files        []string
+	env          []string
+	rootfs       string
+	python       string
+	hostname     string
+	noCgroup     bool
+	cgroupParent string
+	seccompMode  string
+	seccompFile  string
+	trace        bool
+}
+
+func execCommand() *cobra.Command {
+	f := &execFlags{}
+	c := &cobra.Command{
+		Use:   "exec [flags] (FILE.py | -c CODE) [ARG...]",
+		Short: "Run one Python program in a fresh sandbox",
+		Long: `Run one Python program in a fresh sandbox and report how it ended.
+
+Without --json the program's stdout and stderr stream through (capped) and
+microbox exits with the program's status: its exit code, 128+N for signal N,
+122 output limit, 123 memory limit, 124 timeout, 125 sandbox error.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runExec(f, c, args)
+		},
+	}
+	// Everything after the program's file belongs to the program.
+	c.Flags().SetInterspersed(false)
+	fl := c.Flags()
+	fl.BoolVar(&f.json, "json", false, "print exactly one JSON result object on stdout")
+	fl.StringVarP(&f.code, "code", "c", "", "run this code instead of a file")
+	fl.StringVar(&f.mem, "mem", "256M", "memory limit, swap off (e.g. 256M, 1g, 512MiB)")
+	fl.Float64Var(&f.cpus, "cpus", 1, "CPU bandwidth in cores (fractions allowed)")
+	fl.Int64Var(&f.pids, "pids", 128, "limit on processes and threads")
+	fl.StringVar(&f.cpuTime, "cpu-time", "0", "CPU-time limit of all the run's processes together (0: none)")
+	fl.StringVar(&f.timeout, "timeout", "10s", "wall-clock limit from the program's start")
+	fl.StringVar(&f.outputLimit, "output-limit", "1M", "cap on each of stdout and stderr")
+	fl.StringVar(&f.tmpfsSize, "tmpfs-size", "64M", "size of each scratch tmpfs (/tmp, the working directory, /dev/shm)")
+	fl.StringVar(&f.workdir, "workdir", "/tmp", "working directory inside the sandbox (a scratch tmpfs)")
+	fl.StringArrayVar(&f.files, "file", nil, "copy a host file in: HOST[:SANDBOX_PATH] (repeatable)")
+	fl.StringArrayVar(&f.env, "env", nil, "add KEY=VALUE to the program's environment (repeatable)")
+	fl.StringVar(&f.rootfs, "rootfs", "", "prepared root filesystem (default: the host's /usr, read-only)")
+	fl.StringVar(&f.python, "python", "/usr/bin/python3", "interpreter path inside the root")
+	fl.StringVar(&f.hostname, "hostname", "microbox", "hostname inside the sandbox")
+	fl.BoolVar(&f.noCgroup, "no-cgroup", false, "run without a cgroup: no memory, CPU or pids limits")
+	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which run cgroups are made (default: microbox's own)")
+	fl.StringVar(&f.seccompMode, "seccomp", "default", "system-call filter: default, log, off (or profile with --seccomp-profile)")
+	fl.StringVar(&f.seccompFile, "seccomp-profile", "", "OCI/Docker JSON seccomp profile to use instead of the default")
+	fl.BoolVar(&f.trace, "trace", false, "report the set-up phases with timestamps (in the JSON result, or on stderr)")
+	return c
+}
+
+func runExec(f *execFlags, c *cobra.Command, args []string) error {
+	spec, err := f.spec(c, args)
+	if err != nil {
+		return err
+	}
+	// Ctrl-C or SIGTERM end the run cleanly: the jail is killed and its
+	// cgroup removed before microbox exits.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	if c := spec.Cgroup; c != nil {
+		cgroup.GC(c.Parent) // runs whose supervisor was killed leave groups behind
+	}
+	res := nsjail.Run(ctx, spec)
+	if f.json {
+		printJSON(res)
+	} else {
+		report(res, f.trace)
+	}
+	os.Exit(res.ShellStatus())
+	return nil
+}
+
+// report tells, on stderr, why a run ended when its status is not the
+// program's own (without --json).
+func report(r *nsjail.Result, trace bool) {
+	if trace {
+		for _, p := range r.Trace {
+			fmt.Fprintf(os.Stderr, "microbox: trace %8.3f ms %s\n", p.AtMs, p.Name)
+		}
+	}
+	var why string
+	switch r.Status {
+	case nsjail.StatusTimeout:
+		why = fmt.Sprintf("timeout: the %s time limit was reached after %.0f ms", r.Limit, r.WallTimeMs)
+	case nsjail.StatusMemory:
+		why = "memory: the program exceeded the memory limit"
+	case nsjail.StatusOutputLimit:
+		why = fmt.Sprintf("output_limit: the program wrote more than the output limit on %s", r.Limit)
+	case nsjail.StatusSignaled:
+		why = "signaled: the program was killed by " + *r.Signal
+	case nsjail.StatusSandboxError:
+		why = "sandbox_error: " + *r.Error
+	}
+	if why != "" {
+		fmt.Fprintln(os.Stderr, "microbox: "+why)
+	}
+}
+
+// spec checks every flag and turns the command line into an nsjail.Spec.
+func (f *execFlags) spec(c *cobra.Command, args []string) (*nsjail.Spec, error) {
+	s := &nsjail.Spec{
+		Workdir:     f.workdir,
+		RootDir:     f.rootfs,
+		Hostname:    f.hostname,
+		Capture:     f.json,
+		Trace:       f.trace,
+		SeccompMode: f.seccompMode,
+	}
+	var err error
+	if s.Timeout, err = parseDuration("--timeout", f.timeout); err != nil {
+		return nil, err
+	}
+	if s.CPUTime, err = parseDuration("--cpu-time", f.cpuTime); err != nil {
+		return nil, err
+	}
+	if s.OutputLimit, err = parseSize("--output-limit", f.outputLimit); err != nil {
+		return nil, err
+	}
+	if s.TmpfsSize, err = parseSize("--tmpfs-size", f.tmpfsSize); err != nil {
+		return nil, err
+	}
+	if err := f.limits(c, s); err != nil {
+		return nil, err
+	}
+	if f.rootfs != "" {
+		if s.RootDir, err = filepath.Abs(f.rootfs); err != nil {
+			return nil, usagef("--rootfs %s: %v", f.rootfs, err)
+		}
+	}
+	if err := f.program(c, args, s); err != nil {
+		return nil, err
+	}
+	if s.Env, err = environment(s.Workdir, f.env); err != nil {
+		return nil, err
+	}
+	if err := f.seccomp(s); err != nil {
+		return nil, err
+	}
+	if !f.json {
+		s.Stdout, s.Stderr = os.Stdout, os.Stderr
+	}
+	s.Stdin = stdin()
+	return s, nil
+}
+
+// limits sets the cgroup options; with --no-cgroup, an explicitly
+// requested limit is refused rather than silently dropped.
+func (f *execFlags) limits(c *cobra.Command, s *nsjail.Spec) error {
+	if f.noCgroup {
+		for _, name := range []string{"mem", "cpus", "pids", "cpu-time", "cgroup-parent"} {
+			if c.Flags().Changed(name) {
+				return usagef("--%s needs a cgroup and cannot be used with --no-cgroup", name)
+			}
+		}
+		return nil
+	}
+	mem, err := parseSize("--mem", f.mem)
+	if err != nil {
+		return err
+	}
+	if f.cpus <= 0 {
+		return usagef("--cpus %v: give a positive number of cores, e.g. 1 or 0.5", f.cpus)
+	}
+	if f.pids <= 0 {
+		return usagef("--pids %d: give a positive process limit, e.g. 128", f.pids)
+	}
+	s.Cgroup = &cgroup.Options{
+		Limits: cgroup.Limits{Memory: mem, CPUs: f.cpus, Pids: f.pids},
+		Parent: f.cgroupParent,
+	}
+	return nil
+}
+
+// program reads the program and its files from the host and sets argv.
+func (f *execFlags) program(c *cobra.Command, args []string, s *nsjail.Spec) error {
+	s.Argv = []string{f.python}
+	if c.Flags().Changed("code") {
+		s.Argv = append(s.Argv, "-c", f.code)
+		s.Argv = append(s.Argv, args...)
+	} else {
+		if len(args) == 0 {
+			return usagef("no program: give a Python file or -c CODE (see microbox exec --help)")
+		}
+		data, err := readHostFile(args[0])
+		if err != nil {
+			return err
+		}
+		dst := path.Join(s.Workdir, sandboxName(args[0]))
+		s.Files = append(s.Files, nsjail.File{Path: dst, Data: data, Mode: 0o644})
+		s.Argv = append(append(s.Argv, dst), args[1:]...)
+	}
+	for _, spec := range f.files {
+		host, dst, ok := strings.Cut(spec, ":")
+		if !ok {
+			dst = path.Join(s.Workdir, sandboxName(host))
+		}
+		data, err := readHostFile(host)
+		if err != nil {
+			return err
+		}
+		s.Files = append(s.Files, nsjail.File{Path: dst, Data: data, Mode: 0o644})
+	}
+	return nil
+}
+
+// sandboxName is the name a host file gets inside the sandbox.
+func sandboxName(host string) string {
+	name := filepath.Base(host)
+	if name == "." || name == "/" || name == ".." {
+		return "main.py"
+	}
+	return name
+}
+
+// readHostFile reads a file the caller names, with an error that says what
+// to do about it.
+func readHostFile(name string) ([]byte, error) {
+	data, err := os.ReadFile(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, usagef("%s: no such file; give the path of an existing file", name)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, usagef("%s: permission denied; make it readable by the user running microbox", name)
+	case err != nil:
+		return nil, usagef("%s: %v", name, err)
+	}
+	return data, nil
+}
+
+// environment is the program's whole environment: a fixed minimal base
+// (nothing from microbox's own) plus the caller's --env entries.
+func environment(workdir string, extra []string) ([]string, error) {
+	base := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=/tmp",
+		"TMPDIR=/tmp",
+		"LANG=C.UTF-8",
+		"PYTHONDONTWRITEBYTECODE=1",
+		// Numeric libraries must not start a thread per host CPU.
+		"OMP_NUM_THREADS=1",
+		"OPENBLAS_NUM_THREADS=1",
+		"MKL_NUM_THREADS=1",
+	}
+	for _, e := range extra {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			return nil, usagef("--env %q: write KEY=VALUE", e)
+		}
+		base = setEnv(base, k, e)
+	}
+	return base, nil
+}
+
+func setEnv(env []string, key, entry string) []string {
+	for i, e := range env {
+		if strings.HasPrefix(e, key+"=") {
+			env[i] = entry
+			return env
+		}
+	}
+	return append(env, entry)
+}
+
+func (f *execFlags) seccomp(s *nsjail.Spec) error {
+	mode := f.seccompMode
+	if f.seccompFile != "" {
+		if mode != "default" && mode != string(seccomp.ModeProfile) {
+			return usagef("--seccomp-profile cannot be combined with --seccomp %s", mode)
+		}
+		mode = string(seccomp.ModeProfile)
+	}
+	m, err := seccomp.ParseMode(mode)
+	if err != nil {
+		return usagef("--seccomp: %v", err)
+	}
+	if m == seccomp.ModeProfile && f.seccompFile == "" {
+		return usagef("--seccomp profile needs --seccomp-profile FILE.json")
+	}
+	s.SeccompMode = string(m)
+	policy, err := seccomp.ForMode(m, f.seccompFile)
+	if err != nil {
+		return usagef("seccomp: %v", err)
+	}
+	if policy == nil {
+		return nil
+	}
+	if s.Seccomp, err = policy.Compile(); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	return nil
+}
+
+// stdin passes microbox's stdin through, except a terminal: the program
+// gets a pipe copied from it, never the tty itself (TIOCSTI, job control).
+func stdin() io.Reader {
+	if _, err := unix.IoctlGetTermios(0, unix.TCGETS); err == nil {
+		return struct{ io.Reader }{os.Stdin}
+	}
+	if _, err := os.Stdin.Stat(); err != nil {
+		return nil // fd 0 is closed: the program gets /dev/null
+	}
+	return os.Stdin
+}
+
+func parseDuration(flag, v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n == 0 {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, usagef("%s %q: give a duration such as 500ms, 5s or 2m", flag, v)
+	}
+	if d < 0 {
+		return 0, usagef("%s %q: a duration cannot be negative", flag, v)
+	}
+	return d, nil
+}
+
+func parseSize(flag, v string) (int64, error) {
+	n, err := units.RAMInBytes(v)
+	if err != nil || n <= 0 {
+		return 0, usagef("%s %q: give a positive size such as 256M, 1g, 512MiB or a number of bytes", flag, v)
+	}
+	return n, nil
+}

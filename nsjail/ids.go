@@ -1,0 +1,49 @@
+package nsjail
+
+import (
+	"os"
+	"syscall"
+
+	"github.com/microbox/microbox/rootfs"
+)
+
+// idMapping says how the jail's user ids relate to the host's.
+//
+// As root, the jail's ids 0..65535 map to an unprivileged host range
+// starting at HostIDBase: the init is the jail's root (it needs its
+// capabilities in the namespace to mount), the program runs as ProgramUID,
+// and neither is ever root on the host. As another user, only that user's
+// own id can be mapped, so the jail's root is the caller, and the program
+// gets a nested user namespace in which it is ProgramUID.
+type idMapping struct {
+	rootless               bool
+	hostUID, hostGID, size int // what the jail's id 0 maps to, and how many
+	programUID, programGID int
+}
+
+// HostIDBase is the first host uid/gid of the range a root-run jail uses.
+// It is far above the ids that distributions hand out (and above
+// /etc/subuid's usual 100000+ ranges), so no host file or process is owned
+// by any of them.
+const HostIDBase = 1 << 30
+
+// ProgramUID is the user the program runs as inside the jail.
+const ProgramUID = 1000
+
+func hostIDs() idMapping {
+	if os.Geteuid() == 0 {
+		return idMapping{hostUID: HostIDBase, hostGID: HostIDBase, size: 65536,
+			programUID: ProgramUID, programGID: ProgramUID}
+	}
+	return idMapping{rootless: true, hostUID: os.Geteuid(), hostGID: os.Getegid(), size: 1,
+		programUID: ProgramUID, programGID: ProgramUID}
+}
+
+func (m idMapping) sysProcIDs() ([]syscall.SysProcIDMap, []syscall.SysProcIDMap) {
+	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: m.hostUID, Size: m.size}},
+		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: m.hostGID, Size: m.size}}
+}
+
+func (m idMapping) identity() rootfs.Identity {
+	return rootfs.Identity{User: "sandbox", Group: "sandbox", UID: m.programUID, GID: m.programGID, Home: "/tmp"}
+}

@@ -1,0 +1,536 @@
+// The sandbox's init: the child half of the jail, run before the Go runtime.
+//
+// microbox's parent (Go) re-execs /proc/self/exe into new user, pid, mount,
+// net, ipc, uts and cgroup namespaces with _MICROBOX_INIT set in the
+// environment. This constructor runs before Go's runtime starts (the pattern
+// runc's nsexec uses), so the child never pays for a second Go runtime: it
+// reads a plan from fd 3, executes it, forks the program and reaps.
+//
+// The plan is data computed by the Go side (plan.go): a list of steps, each a
+// name and byte-string arguments. This file interprets the steps and knows no
+// policy of its own, so what the jail does can be read and tested in Go.
+//
+// Wire format of the plan (all integers little-endian uint32):
+//   step := nargs arg*      arg := len byte[len]
+// The first arg of a step is its name. The stream ends at EOF.
+//
+// Status lines go to the parent on fd 4, one per write(2):
+//   "error <message>"                    setup failed; init exits 125
+//   "phase <name> <monotonic ns>"        only when tracing
+//   "start <monotonic ns>"               the program's execve succeeded
+//   "exit <wait status> <monotonic ns> <cpu µs> <max rss KiB>"
+//                                        the program (pid 2) ended
+//
+// Why an init at all: the program must not be PID 1 of its namespace, where
+// the kernel drops signals that have no handler (a SIGSEGV it raises on itself
+// would be ignored) and where its death would be the end of every process.
+// This init is PID 1 instead: it reaps orphans, reports the program's status,
+// and exits when the program does, which makes the kernel kill whatever the
+// program left behind. The supervisor kills the whole tree by killing init.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PLAN_FD 3
+#define STATUS_FD 4
+#define MAX_ARGS 64
+#define MAX_LIST 4096
+
+// Flags of the "bind" step; plan.go has the same values.
+#define BIND_READONLY 1
+#define BIND_OPTIONAL 2 // skip when the source does not exist
+
+struct arg {
+	const char *p; // NUL-terminated copy of the bytes
+	uint32_t len;
+};
+
+// What the program is started with; filled from the plan's exec steps.
+struct program {
+	const char *path;
+	const char *cwd;
+	char *argv[MAX_LIST + 1];
+	int argc;
+	char *envp[MAX_LIST + 1];
+	int envc;
+	uid_t uid;
+	gid_t gid;
+	int setgroups;          // 1: clear supplementary groups (root-mapped jail)
+	int nested_userns;      // 1: enter a user namespace of its own (rootless)
+	struct sock_fprog seccomp;
+	int has_seccomp;
+	struct { int res; struct rlimit lim; } rlimits[16];
+	int nrlimits;
+};
+
+static int trace;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void status(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (n > (int)sizeof buf - 2)
+		n = sizeof buf - 2;
+	buf[n++] = '\n';
+	// One write per line: the parent reads whole lines off a pipe.
+	while (write(STATUS_FD, buf, n) < 0 && errno == EINTR)
+		;
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	char msg[900];
+	int saved = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (saved)
+		status("error %s: %s", msg, strerror(saved));
+	else
+		status("error %s", msg);
+	_exit(125);
+}
+
+static void phase(const char *name)
+{
+	if (trace)
+		status("phase %s %llu", name, (unsigned long long)now_ns());
+}
+
+// read_plan reads fd 3 to EOF.
+static char *read_plan(size_t *len)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	if (!buf)
+		die("read plan: out of memory");
+	for (;;) {
+		if (n == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			if (!buf)
+				die("read plan: out of memory");
+		}
+		ssize_t r = read(PLAN_FD, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die("read plan");
+		if (r == 0)
+			break;
+		n += r;
+	}
+	close(PLAN_FD);
+	*len = n;
+	return buf;
+}
+
+static uint32_t get_u32(const char **p, const char *end)
+{
+	if (end - *p < 4)
+		die("plan: truncated");
+	uint32_t v;
+	memcpy(&v, *p, 4);
+	*p += 4;
+	return v;
+}
+
+static unsigned long parse_ul(const struct arg *a)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(a->p, &end, 10);
+	if (errno || *end)
+		die("plan: bad number %s", a->p);
+	return v;
+}
+
+// remount_ro makes the mount at path read-only, keeping the flags the kernel
+// locks on mounts inherited from a more privileged namespace (nosuid, nodev,
+// noexec, atime flags): a remount that tried to clear them would get EPERM.
+static void remount_ro(const char *path)
+{
+	struct statvfs sv;
+	if (statvfs(path, &sv) < 0)
+		die("statvfs %s", path);
+	unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV;
+	if (sv.f_flag & ST_NOEXEC)
+		flags |= MS_NOEXEC;
+	if (sv.f_flag & ST_NOATIME)
+		flags |= MS_NOATIME;
+	if (sv.f_flag & ST_NODIRATIME)
+		flags |= MS_NODIRATIME;
+	if (sv.f_flag & ST_RELATIME)
+		flags |= MS_RELATIME;
+	if (mount(NULL, path, NULL, flags, NULL) < 0)
+		die("remount %s read-only", path);
+}
+
+static void write_file(const char *path, unsigned long mode, const struct arg *data)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		die("create %s", path);
+	const char *p = data->p;
+	size_t left = data->len;
+	while (left > 0) {
+		ssize_t w = write(fd, p, left);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			die("write %s", path);
+		p += w;
+		left -= w;
+	}
+	if (fchmod(fd, mode) < 0) // the umask must not narrow what the plan asked
+		die("chmod %s", path);
+	close(fd);
+}
+
+// loopback_up brings lo up in the new network namespace; the kernel then
+// gives it 127.0.0.1 and ::1 by itself.
+static void loopback_up(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		die("socket for loopback");
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		die("get flags of lo");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		die("bring lo up");
+	close(s);
+}
+
+static void collect(struct arg *a, int n, struct program *prog);
+
+// run_step executes one mount-namespace or exec-setting step.
+static void run_step(struct arg *a, int n, struct program *prog)
+{
+	const char *op = a[0].p;
+#define NEED(k) do { if (n != (k) + 1) die("plan: %s takes %d args", op, (k)); } while (0)
+	if (!strcmp(op, "mount")) { // src dst fstype flags data
+		NEED(5);
+		if (mount(a[1].len ? a[1].p : NULL, a[2].p, a[3].len ? a[3].p : NULL,
+			  parse_ul(&a[4]), a[5].len ? a[5].p : NULL) < 0)
+			die("mount %s on %s", a[3].len ? a[3].p : a[1].p, a[2].p);
+	} else if (!strcmp(op, "bind")) { // src dst flags (BIND_*)
+		NEED(3);
+		unsigned long flags = parse_ul(&a[3]);
+		if ((flags & BIND_OPTIONAL) && access(a[1].p, F_OK) < 0 && errno == ENOENT)
+			return;
+		if (mount(a[1].p, a[2].p, NULL, MS_BIND | MS_REC, NULL) < 0)
+			die("bind %s on %s", a[1].p, a[2].p);
+		if (flags & BIND_READONLY)
+			remount_ro(a[2].p);
+	} else if (!strcmp(op, "remount_ro")) { // path
+		NEED(1);
+		remount_ro(a[1].p);
+	} else if (!strcmp(op, "mkdir")) { // path mode
+		NEED(2);
+		if (mkdir(a[1].p, parse_ul(&a[2])) == 0) {
+			if (chmod(a[1].p, parse_ul(&a[2])) < 0) // not narrowed by umask
+				die("chmod %s", a[1].p);
+		} else if (errno != EEXIST) {
+			die("mkdir %s", a[1].p);
+		}
+	} else if (!strcmp(op, "file")) { // path mode data
+		NEED(3);
+		write_file(a[1].p, parse_ul(&a[2]), &a[3]);
+	} else if (!strcmp(op, "chown")) { // path uid gid
+		NEED(3);
+		if (lchown(a[1].p, parse_ul(&a[2]), parse_ul(&a[3])) < 0)
+			die("chown %s", a[1].p);
+	} else if (!strcmp(op, "symlink")) { // target path
+		NEED(2);
+		if (symlink(a[1].p, a[2].p) < 0)
+			die("symlink %s -> %s", a[2].p, a[1].p);
+	} else if (!strcmp(op, "pivot")) { // newroot putold
+		NEED(2);
+		if (syscall(SYS_pivot_root, a[1].p, a[2].p) < 0)
+			die("pivot_root to %s", a[1].p);
+	} else if (!strcmp(op, "umount")) { // path (lazily detached)
+		NEED(1);
+		if (umount2(a[1].p, MNT_DETACH) < 0)
+			die("umount %s", a[1].p);
+	} else if (!strcmp(op, "chdir")) {
+		NEED(1);
+		if (chdir(a[1].p) < 0)
+			die("chdir %s", a[1].p);
+	} else if (!strcmp(op, "hostname")) {
+		NEED(1);
+		if (sethostname(a[1].p, a[1].len) < 0)
+			die("sethostname");
+	} else if (!strcmp(op, "loopback_up")) {
+		NEED(0);
+		loopback_up();
+	} else if (!strcmp(op, "phase")) {
+		NEED(1);
+		phase(a[1].p);
+	} else {
+		collect(a, n, prog);
+	}
+#undef NEED
+}
+
+// collect records the settings the program is started with.
+static void collect(struct arg *a, int n, struct program *prog)
+{
+	const char *op = a[0].p;
+	if (!strcmp(op, "path") && n == 2) {
+		prog->path = a[1].p;
+	} else if (!strcmp(op, "cwd") && n == 2) {
+		prog->cwd = a[1].p;
+	} else if (!strcmp(op, "arg") && n == 2) {
+		if (prog->argc == MAX_LIST)
+			die("plan: too many arguments");
+		prog->argv[prog->argc++] = (char *)a[1].p;
+	} else if (!strcmp(op, "env") && n == 2) {
+		if (prog->envc == MAX_LIST)
+			die("plan: too many environment variables");
+		prog->envp[prog->envc++] = (char *)a[1].p;
+	} else if (!strcmp(op, "user") && n == 4) { // uid gid setgroups
+		prog->uid = parse_ul(&a[1]);
+		prog->gid = parse_ul(&a[2]);
+		prog->setgroups = parse_ul(&a[3]);
+	} else if (!strcmp(op, "nested_userns") && n == 1) {
+		prog->nested_userns = 1;
+	} else if (!strcmp(op, "seccomp") && n == 2) { // raw BPF program
+		if (a[1].len == 0 || a[1].len % sizeof(struct sock_filter))
+			die("plan: seccomp program of %u bytes", a[1].len);
+		prog->seccomp.len = a[1].len / sizeof(struct sock_filter);
+		prog->seccomp.filter = (struct sock_filter *)a[1].p;
+		prog->has_seccomp = 1;
+	} else if (!strcmp(op, "rlimit") && n == 4) { // resource soft hard
+		if (prog->nrlimits == 16)
+			die("plan: too many rlimits");
+		prog->rlimits[prog->nrlimits].res = parse_ul(&a[1]);
+		prog->rlimits[prog->nrlimits].lim.rlim_cur = parse_ul(&a[2]);
+		prog->rlimits[prog->nrlimits].lim.rlim_max = parse_ul(&a[3]);
+		prog->nrlimits++;
+	} else if (!strcmp(op, "trace") && n == 1) {
+		trace = 1;
+	} else {
+		die("plan: unknown step %s with %d args", op, n - 1);
+	}
+}
+
+static void write_proc(const char *path, const char *data)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		die("open %s", path);
+	if (write(fd, data, strlen(data)) < 0)
+		die("write %s", path);
+	close(fd);
+}
+
+// enter_nested_userns gives a rootless jail's program a user namespace of
+// its own in which it is prog->uid, so it is not root even inside the jail.
+static void enter_nested_userns(struct program *prog)
+{
+	uid_t outer_uid = getuid();
+	gid_t outer_gid = getgid();
+	char map[64];
+	if (unshare(CLONE_NEWUSER) < 0)
+		die("unshare user namespace for the program");
+	write_proc("/proc/self/setgroups", "deny");
+	snprintf(map, sizeof map, "%u %u 1", prog->uid, outer_uid);
+	write_proc("/proc/self/uid_map", map);
+	snprintf(map, sizeof map, "%u %u 1", prog->gid, outer_gid);
+	write_proc("/proc/self/gid_map", map);
+}
+
+static void drop_privileges(struct program *prog)
+{
+	// The bounding set can only shrink while CAP_SETPCAP is still held.
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			die("drop capability %d from the bounding set", cap);
+	if (prog->nested_userns) {
+		enter_nested_userns(prog);
+	} else {
+		if (prog->setgroups && setgroups(0, NULL) < 0)
+			die("setgroups");
+		if (setresgid(prog->gid, prog->gid, prog->gid) < 0)
+			die("setresgid %u", prog->gid);
+		if (setresuid(prog->uid, prog->uid, prog->uid) < 0)
+			die("setresuid %u", prog->uid);
+	}
+	// setresuid away from 0 clears the effective and permitted sets; clear
+	// all three explicitly so a uid-0 program (nested userns) holds none.
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		die("capset");
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		die("clear ambient capabilities");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		die("set no_new_privs");
+}
+
+// close_extra_fds marks every fd above 2 close-on-exec, so only stdin, stdout
+// and stderr reach the program while the exec-error pipe still works.
+static void close_extra_fds(void)
+{
+	if (syscall(SYS_close_range, 3, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */) == 0)
+		return;
+	for (int fd = 3; fd < 65536; fd++)
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+// start_program runs in the forked child (pid 2) and never returns.
+static void start_program(struct program *prog, int errpipe)
+{
+	if (setsid() < 0) // no controlling terminal: TIOCSTI (CVE-2017-5226)
+		die("setsid");
+	close_extra_fds();
+	drop_privileges(prog);
+	for (int i = 0; i < prog->nrlimits; i++)
+		if (setrlimit(prog->rlimits[i].res, &prog->rlimits[i].lim) < 0)
+			die("setrlimit %d", prog->rlimits[i].res);
+	if (chdir(prog->cwd) < 0)
+		die("chdir %s", prog->cwd);
+	if (prog->has_seccomp &&
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog->seccomp) < 0)
+		die("load seccomp filter");
+	execve(prog->path, prog->argv, prog->envp);
+	int err = errno;
+	(void)!write(errpipe, &err, sizeof err);
+	_exit(127);
+}
+
+static void exec_failed(const char *path, int err) __attribute__((noreturn));
+static void exec_failed(const char *path, int err)
+{
+	errno = err;
+	die("exec %s", path);
+}
+
+__attribute__((constructor)) static void microbox_init(void)
+{
+	if (!getenv("_MICROBOX_INIT"))
+		return; // an ordinary microbox command: let Go start
+	// Nothing here is for the program to read later (/proc/1/*).
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+
+	size_t len;
+	char *plan = read_plan(&len);
+	const char *p = plan, *end = plan + len;
+	static struct program prog;
+	static struct arg a[MAX_ARGS];
+	prog.cwd = "/";
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die("make mounts private");
+	while (p < end) {
+		uint32_t n = get_u32(&p, end);
+		if (n == 0 || n > MAX_ARGS)
+			die("plan: step with %u args", n);
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t l = get_u32(&p, end);
+			if ((size_t)(end - p) < l)
+				die("plan: truncated");
+			// Copy so each arg is NUL-terminated and BPF is aligned.
+			char *c = malloc(l + 8);
+			if (!c)
+				die("plan: out of memory");
+			memcpy(c, p, l);
+			c[l] = 0;
+			a[i].p = c;
+			a[i].len = l;
+			p += l;
+		}
+		run_step(a, n, &prog);
+	}
+	if (!prog.path)
+		die("plan: no program");
+	phase("exec");
+
+	int errpipe[2];
+	if (pipe2(errpipe, O_CLOEXEC) < 0)
+		die("pipe");
+	pid_t child = fork();
+	if (child < 0)
+		die("fork the program");
+	if (child == 0) {
+		close(errpipe[0]);
+		start_program(&prog, errpipe[1]);
+	}
+	close(errpipe[1]);
+	int err;
+	ssize_t r;
+	while ((r = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)
+		;
+	if (r == sizeof err)
+		exec_failed(prog.path, err);
+	close(errpipe[0]);
+	status("start %llu", (unsigned long long)now_ns());
+	// Init keeps no end of the program's pipes: EOF on them is the program's.
+	close(0);
+	close(1);
+	close(2);
+
+	for (;;) {
+		int st;
+		struct rusage ru;
+		pid_t pid = wait4(-1, &st, __WALL, &ru);
+		if (pid < 0 && errno == EINTR)
+			continue;
+		if (pid < 0)
+			die("wait for the program");
+		if (pid == child) {
+			unsigned long long cpu_us =
+				(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
+				ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+			status("exit %d %llu %llu %ld", st, (unsigned long long)now_ns(),
+			       cpu_us, ru.ru_maxrss);
+			// Returning from PID 1 ends the namespace: the kernel kills
+			// whatever the program left behind.
+			_exit(0);
+		}
+	}
+}

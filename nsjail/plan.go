@@ -1,0 +1,234 @@
+package nsjail
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/rootfs"
+)
+
+// plan is the list of steps the C init carries out, in order; see init.c
+// for the wire format and the meaning of each step.
+type plan struct {
+	buf bytes.Buffer
+}
+
+func (p *plan) step(name string, args ...string) {
+	raw := make([][]byte, len(args))
+	for i, a := range args {
+		raw[i] = []byte(a)
+	}
+	p.stepBytes(name, raw...)
+}
+
+func (p *plan) stepBytes(name string, args ...[]byte) {
+	var n [4]byte
+	binary.LittleEndian.PutUint32(n[:], uint32(len(args)+1))
+	p.buf.Write(n[:])
+	for _, a := range append([][]byte{[]byte(name)}, args...) {
+		binary.LittleEndian.PutUint32(n[:], uint32(len(a)))
+		p.buf.Write(n[:])
+		p.buf.Write(a)
+	}
+}
+
+func num[T ~int | ~int64 | ~uint32 | ~uint64 | ~uintptr](v T) string {
+	return strconv.FormatUint(uint64(v), 10)
+}
+
+// The new root is assembled in a staging tmpfs mounted over /tmp in the
+// jail's own mount namespace, the way bubblewrap does it: pivoting into the
+// stage first keeps every host path reachable under /oldroot while the
+// new root is built in /newroot, then a second pivot detaches the host.
+const (
+	stage   = "/tmp"
+	oldRoot = "/oldroot"
+	newRoot = "/newroot"
+)
+
+// devices are bound from the host's /dev; the jail cannot mknod them.
+var devices = []string{"null", "zero", "full", "random", "urandom"}
+
+const (
+	mountNoExec  = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	mountScratch = unix.MS_NOSUID | unix.MS_NODEV
+)
+
+// Flags of the "bind" step; init.c has the same values.
+const (
+	bindWritable = "0"
+	bindReadOnly = "1"
+	// bindReadOnlyIfExists skips the bind when the source is missing.
+	bindReadOnlyIfExists = "3"
+)
+
+// buildPlan turns a validated spec into the init's steps.
+func buildPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
+	p := &plan{}
+	if s.Trace {
+		p.step("trace")
+	}
+	p.step("phase", "plan-read")
+	p.step("mount", "tmpfs", stage, "tmpfs", num(mountNoExec), "size=1m,mode=0755")
+	p.step("mkdir", stage+newRoot, "493") // 0755
+	p.step("mkdir", stage+oldRoot, "448") // 0700
+	p.step("pivot", stage, stage+oldRoot)
+	p.step("chdir", "/")
+	if err := p.root(s, ids); err != nil {
+		return nil, err
+	}
+	p.step("phase", "root")
+	p.dev(s)
+	p.step("mount", "proc", newRoot+"/proc", "proc", num(mountNoExec), "")
+	// Read-only even for root of the jail: the kernel knobs are no
+	// business of the program's, whatever the ownership would say.
+	for _, f := range []string{"/proc/sys", "/proc/sysrq-trigger"} {
+		p.step("bind", newRoot+f, newRoot+f, bindReadOnlyIfExists)
+	}
+	if err := p.scratch(s, ids); err != nil {
+		return nil, err
+	}
+	p.step("phase", "mounts")
+	p.step("hostname", s.Hostname)
+	p.step("loopback_up")
+	p.step("phase", "network")
+	p.step("chdir", newRoot)
+	p.step("pivot", ".", ".")
+	p.step("umount", ".")
+	p.step("chdir", "/")
+	p.step("phase", "pivot")
+	p.program(s, ids, seccompBPF)
+	return p, nil
+}
+
+// root fills /newroot: a read-only bind of a prepared tree, or a tmpfs
+// (the stage's own) holding the host-derived entries, made read-only after.
+func (p *plan) root(s *Spec, ids idMapping) error {
+	if s.RootDir != "" {
+		p.step("bind", oldRoot+s.RootDir, newRoot, bindReadOnly)
+		return nil
+	}
+	// A bind onto itself makes /newroot a mount point: pivot_root needs
+	// one, and it can then be made read-only on its own.
+	p.step("bind", newRoot, newRoot, bindWritable)
+	entries, err := rootfs.HostEntries(ids.identity(), s.Hostname)
+	if err != nil {
+		return err
+	}
+	made := map[string]bool{"/": true}
+	for _, e := range entries {
+		p.mkdirAll(path.Dir(e.Path), made)
+		dst := newRoot + e.Path
+		switch e.Kind {
+		case rootfs.Bind:
+			if e.Path == "/etc/ld.so.cache" {
+				p.step("file", dst, "420", "")
+			} else {
+				p.step("mkdir", dst, "493")
+			}
+			p.step("bind", oldRoot+e.Source, dst, bindReadOnly)
+		case rootfs.Symlink:
+			p.step("symlink", e.Source, dst)
+		case rootfs.File:
+			p.step("file", dst, "420", string(e.Data)) // 0644
+		}
+	}
+	for _, d := range rootfs.RequiredDirs {
+		p.mkdirAll(d, made)
+	}
+	if !underTmp(s.Workdir) {
+		p.mkdirAll(s.Workdir, made)
+	}
+	p.step("remount_ro", newRoot)
+	return nil
+}
+
+// mkdirAll emits mkdir steps for dir and its missing parents in /newroot.
+func (p *plan) mkdirAll(dir string, made map[string]bool) {
+	if made[dir] {
+		return
+	}
+	p.mkdirAll(path.Dir(dir), made)
+	p.step("mkdir", newRoot+dir, "493")
+	made[dir] = true
+}
+
+// dev builds a minimal /dev: a few harmless device nodes bound from the
+// host, the usual /proc/self/fd links, and a private /dev/shm for
+// multiprocessing. No tty, no pts, no block devices.
+func (p *plan) dev(s *Spec) {
+	d := newRoot + "/dev"
+	p.step("mount", "tmpfs", d, "tmpfs", num(mountNoExec), "size=64k,mode=0755")
+	for _, n := range devices {
+		p.step("file", d+"/"+n, "438", "") // 0666
+		p.step("bind", oldRoot+"/dev/"+n, d+"/"+n, bindWritable)
+	}
+	p.step("symlink", "/proc/self/fd", d+"/fd")
+	for i, n := range []string{"stdin", "stdout", "stderr"} {
+		p.step("symlink", "/proc/self/fd/"+strconv.Itoa(i), d+"/"+n)
+	}
+	p.step("mkdir", d+"/shm", "1023") // 01777
+	p.step("mount", "tmpfs", d+"/shm", "tmpfs", num(mountNoExec), fmt.Sprintf("size=%d,mode=1777", s.TmpfsSize))
+	p.step("remount_ro", d)
+}
+
+// scratch mounts the size-capped writable areas (/tmp and the working
+// directory) and writes the caller's files into them.
+func (p *plan) scratch(s *Spec, ids idMapping) error {
+	opts := fmt.Sprintf("size=%d,mode=1777", s.TmpfsSize)
+	p.step("mount", "tmpfs", newRoot+"/tmp", "tmpfs", num(mountScratch), opts)
+	if !underTmp(s.Workdir) {
+		p.step("mount", "tmpfs", newRoot+s.Workdir, "tmpfs", num(mountScratch), fmt.Sprintf("size=%d,mode=0755", s.TmpfsSize))
+	}
+	made := map[string]bool{"/tmp": true, s.Workdir: underTmp(s.Workdir) && s.Workdir == "/tmp"}
+	p.scratchDir(s.Workdir, ids, made)
+	for _, f := range s.Files {
+		p.scratchDir(path.Dir(f.Path), ids, made)
+		dst := newRoot + f.Path
+		p.step("file", dst, num(uint32(f.Mode.Perm())), string(f.Data))
+		p.step("chown", dst, num(ids.programUID), num(ids.programGID))
+	}
+	return nil
+}
+
+// scratchDir creates dir (inside a scratch mount) owned by the program.
+func (p *plan) scratchDir(dir string, ids idMapping, made map[string]bool) {
+	if made[dir] {
+		return
+	}
+	p.scratchDir(path.Dir(dir), ids, made)
+	p.step("mkdir", newRoot+dir, "493")
+	p.step("chown", newRoot+dir, num(ids.programUID), num(ids.programGID))
+	made[dir] = true
+}
+
+// underTmp reports whether p is /tmp or inside it.
+func underTmp(p string) bool { return p == "/tmp" || strings.HasPrefix(p, "/tmp/") }
+
+// program records how the init starts the program.
+func (p *plan) program(s *Spec, ids idMapping, seccompBPF []byte) {
+	p.step("path", s.Argv[0])
+	for _, a := range s.Argv {
+		p.step("arg", a)
+	}
+	for _, e := range s.Env {
+		p.step("env", e)
+	}
+	p.step("cwd", s.Workdir)
+	if ids.rootless {
+		p.step("user", num(ids.programUID), num(ids.programGID), "0")
+		p.step("nested_userns")
+	} else {
+		p.step("user", num(ids.programUID), num(ids.programGID), "1")
+	}
+	p.step("rlimit", num(unix.RLIMIT_CORE), "0", "0") // no core files
+	if seccompBPF != nil {
+		p.stepBytes("seccomp", seccompBPF)
+	}
+}

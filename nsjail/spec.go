@@ -1,0 +1,169 @@
+// Package nsjail runs one program in a fresh set of Linux namespaces and
+// returns a verdict on how it ended.
+//
+// The parent side (run.go) re-execs this binary with new user, pid, mount,
+// network, ipc, uts and cgroup namespaces, places it in the run's cgroup,
+// hands it a plan (plan.go), enforces the wall and CPU time limits and the
+// output caps, and judges the outcome (result.go). The child side (init.c)
+// executes the plan before the Go runtime starts: it builds a read-only root,
+// pivots into it, drops every privilege, loads the seccomp filter and execs
+// the program.
+package nsjail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/rootfs"
+)
+
+// Spec says what to run and under which limits.
+type Spec struct {
+	// Argv is the program's argument vector; Argv[0] is the path of the
+	// executable inside the root (normally the Python interpreter).
+	Argv []string
+	// Env is the program's whole environment; nothing is inherited.
+	Env []string
+	// Workdir is the program's working directory: a scratch tmpfs of its
+	// own, or a directory inside /tmp.
+	Workdir string
+	// Files are written into the scratch area before the program starts,
+	// owned by the program's user.
+	Files []File
+	// RootDir is a prepared root filesystem; "" means the root derived from
+	// the host's /usr.
+	RootDir string
+	// TmpfsSize caps each scratch tmpfs (/tmp, the working directory,
+	// /dev/shm) in bytes.
+	TmpfsSize int64
+	Hostname  string
+
+	// Stdin feeds the program; an *os.File is passed as is, another reader
+	// is copied through a pipe, nil means /dev/null.
+	Stdin io.Reader
+	// Stdout and Stderr, when set, receive the program's output as it
+	// comes (still capped); the Result holds a copy only if Capture is set.
+	Stdout, Stderr io.Writer
+	Capture        bool
+	// OutputLimit caps each of stdout and stderr in bytes.
+	OutputLimit int64
+
+	// Timeout is the wall-clock limit from the program's start.
+	Timeout time.Duration
+	// CPUTime limits the CPU time of all the run's processes together
+	// (0: none); it needs a cgroup.
+	CPUTime time.Duration
+	// Cgroup places the run in a cgroup of its own with these limits; nil
+	// runs without one (and so without memory, CPU and pids limits).
+	Cgroup *cgroup.Options
+
+	// Seccomp is a compiled filter (struct sock_filter array) loaded just
+	// before execve; nil loads none.
+	Seccomp []byte
+	// Labels describe the run in the result (e.g. the seccomp mode).
+	SeccompMode string
+
+	// Trace records the set-up phases with timestamps in the result.
+	Trace bool
+}
+
+// File is a file written into the sandbox's scratch area.
+type File struct {
+	Path string // absolute path inside the sandbox, in a scratch area
+	Data []byte
+	Mode os.FileMode
+}
+
+// SetupTimeout bounds how long the jail may take to start the program;
+// a healthy set-up takes milliseconds.
+const SetupTimeout = 10 * time.Second
+
+// Validate checks a spec before anything is created, so a bad request fails
+// with one clear line and leaves nothing behind.
+func (s *Spec) Validate() error {
+	if len(s.Argv) == 0 {
+		return errors.New("nothing to run: no program given")
+	}
+	for _, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return errors.New("an argument contains a NUL byte, which exec cannot pass")
+		}
+	}
+	for _, e := range s.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.IndexByte(e, 0) >= 0 {
+			return fmt.Errorf("environment entry %q is not KEY=VALUE", e)
+		}
+	}
+	if err := checkSandboxPath("working directory", s.Workdir); err != nil {
+		return err
+	}
+	if s.Workdir == "/" || isSystemDir(s.Workdir) {
+		return fmt.Errorf("working directory %s would hide part of the root; use /tmp or a new directory such as /work", s.Workdir)
+	}
+	for _, f := range s.Files {
+		if err := checkSandboxPath("file", f.Path); err != nil {
+			return err
+		}
+		if !underTmp(f.Path) && !strings.HasPrefix(f.Path, s.Workdir+"/") {
+			return fmt.Errorf("file %s is outside the writable areas; put it under /tmp or the working directory %s", f.Path, s.Workdir)
+		}
+	}
+	if s.TmpfsSize <= 0 {
+		return errors.New("--tmpfs-size must be positive")
+	}
+	if s.Cgroup != nil && s.Cgroup.Limits.Memory > 0 && s.TmpfsSize > s.Cgroup.Limits.Memory {
+		return fmt.Errorf("--tmpfs-size (%d bytes) exceeds --mem (%d bytes): tmpfs pages count against the memory limit; lower --tmpfs-size or raise --mem", s.TmpfsSize, s.Cgroup.Limits.Memory)
+	}
+	if s.Timeout <= 0 {
+		return errors.New("--timeout must be positive")
+	}
+	if s.CPUTime < 0 {
+		return errors.New("--cpu-time must not be negative")
+	}
+	if s.CPUTime > 0 && s.Cgroup == nil {
+		return errors.New("--cpu-time is measured by the run's cgroup and cannot be used with --no-cgroup")
+	}
+	if s.OutputLimit <= 0 {
+		return errors.New("--output-limit must be positive")
+	}
+	if s.Hostname == "" || len(s.Hostname) > 64 {
+		return errors.New("hostname must be 1 to 64 characters")
+	}
+	if s.RootDir != "" {
+		if !path.IsAbs(s.RootDir) || path.Clean(s.RootDir) != s.RootDir {
+			return fmt.Errorf("--rootfs %s: give an absolute, clean path", s.RootDir)
+		}
+		if !underTmp(s.Workdir) {
+			if fi, err := os.Stat(s.RootDir + s.Workdir); err != nil || !fi.IsDir() {
+				return fmt.Errorf("working directory %s does not exist in rootfs %s; create it there or use one under /tmp", s.Workdir, s.RootDir)
+			}
+		}
+	}
+	return rootfs.CheckPython(s.RootDir, s.Argv[0])
+}
+
+func checkSandboxPath(what, p string) error {
+	if !path.IsAbs(p) || path.Clean(p) != p {
+		return fmt.Errorf("%s %q must be an absolute, clean path inside the sandbox", what, p)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return fmt.Errorf("%s path contains a NUL byte", what)
+	}
+	return nil
+}
+
+// isSystemDir reports whether p is or lies in a directory the root needs.
+func isSystemDir(p string) bool {
+	for _, d := range []string{"/usr", "/etc", "/proc", "/dev", "/bin", "/sbin", "/lib", "/lib64"} {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,154 @@
+// Package rootfs describes the read-only Python root filesystem a sandbox
+// runs in: either a tree the user prepared (--rootfs DIR) or, by default, one
+// derived from the host's own Python (its /usr bound read-only, with a
+// synthesized /etc that holds no host secrets). The jail turns the
+// description into mounts; this package only decides what goes where.
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+)
+
+// Kind says how an Entry gets into the new root.
+type Kind int
+
+const (
+	Bind    Kind = iota // Source (a host path) is bound read-only at Path
+	Symlink             // Path is a symlink to Source
+	File                // Path is a file holding Data
+)
+
+// Entry is one thing the jail puts into a host-derived root.
+type Entry struct {
+	Kind   Kind
+	Path   string // absolute, inside the new root
+	Source string // host path (Bind) or link target (Symlink)
+	Data   []byte // contents (File)
+}
+
+// Identity is the sandbox's user as the synthesized /etc names it.
+type Identity struct {
+	User, Group string
+	UID, GID    int
+	Home        string
+}
+
+// usrMergedDirs are the top-level directories a Debian-like host either
+// links into /usr (merged /usr) or keeps as real directories.
+var usrMergedDirs = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// HostEntries describes a root made from the host: /usr read-only, the
+// top-level library and binary directories as the host has them, and an
+// /etc written from scratch. Only ld.so.cache comes from the host's /etc:
+// it makes library loading fast and is no secret.
+func HostEntries(id Identity, hostname string) ([]Entry, error) {
+	if _, err := os.Stat("/usr"); err != nil {
+		return nil, fmt.Errorf("host root: %w", err)
+	}
+	entries := []Entry{{Kind: Bind, Path: "/usr", Source: "/usr"}}
+	for _, d := range usrMergedDirs {
+		host := "/" + d
+		fi, err := os.Lstat(host)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("host root: %w", err)
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(host)
+			if err != nil {
+				return nil, fmt.Errorf("host root: %w", err)
+			}
+			entries = append(entries, Entry{Kind: Symlink, Path: host, Source: target})
+		case fi.IsDir():
+			entries = append(entries, Entry{Kind: Bind, Path: host, Source: host})
+		}
+	}
+	entries = append(entries, EtcEntries(id, hostname)...)
+	if _, err := os.Stat("/etc/ld.so.cache"); err == nil {
+		entries = append(entries, Entry{Kind: Bind, Path: "/etc/ld.so.cache", Source: "/etc/ld.so.cache"})
+	}
+	return entries, nil
+}
+
+// EtcEntries is the synthesized /etc: a passwd and group that name only
+// root and the sandbox user, loopback-only hosts, and no resolver.
+func EtcEntries(id Identity, hostname string) []Entry {
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\n%s:x:%d:%d:%s:%s:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		id.User, id.UID, id.GID, id.User, id.Home)
+	group := fmt.Sprintf("root:x:0:\n%s:x:%d:\nnogroup:x:65534:\n", id.Group, id.GID)
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", hostname)
+	return []Entry{
+		{Kind: File, Path: "/etc/passwd", Data: []byte(passwd)},
+		{Kind: File, Path: "/etc/group", Data: []byte(group)},
+		{Kind: File, Path: "/etc/hosts", Data: []byte(hosts)},
+		{Kind: File, Path: "/etc/hostname", Data: []byte(hostname + "\n")},
+		{Kind: File, Path: "/etc/nsswitch.conf", Data: []byte("passwd: files\ngroup: files\nhosts: files\n")},
+		{Kind: Symlink, Path: "/etc/os-release", Source: "../usr/lib/os-release"},
+	}
+}
+
+// RequiredDirs must exist in a prepared root: the jail mounts onto them.
+var RequiredDirs = []string{"/proc", "/dev", "/tmp"}
+
+// CheckPython verifies that python names an executable file inside the
+// root (dir "" is the host-derived root) and returns a one-line reason if
+// not. It is the cheap check every run makes; `rootfs check` does more.
+func CheckPython(dir, python string) error {
+	if !filepath.IsAbs(python) {
+		return fmt.Errorf("--python %s: the interpreter path must be absolute", python)
+	}
+	if dir == "" {
+		return checkHostPython(python)
+	}
+	for _, d := range RequiredDirs {
+		fi, err := os.Stat(filepath.Join(dir, d))
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("rootfs %s has no %s directory to mount on; create it (mkdir -p %s)", dir, d, filepath.Join(dir, d))
+		}
+	}
+	resolved, err := securejoin.SecureJoin(dir, python)
+	if err != nil {
+		return fmt.Errorf("rootfs %s: resolve %s: %w", dir, python, err)
+	}
+	if err := isExecutable(resolved); err != nil {
+		return fmt.Errorf("rootfs %s has no usable python at %s (%v); build one with `microbox rootfs build` or pass --python", dir, python, err)
+	}
+	return nil
+}
+
+// checkHostPython checks an interpreter for the host-derived root, which
+// holds only /usr and its merged directories.
+func checkHostPython(python string) error {
+	resolved, err := filepath.EvalSymlinks(python)
+	if err != nil {
+		return fmt.Errorf("python %s not found on the host: install python3 (apt-get install python3) or pass --python", python)
+	}
+	if !strings.HasPrefix(resolved, "/usr/") {
+		return fmt.Errorf("python %s resolves to %s, outside /usr, which is all the default root holds; use an interpreter under /usr or a --rootfs", python, resolved)
+	}
+	if err := isExecutable(resolved); err != nil {
+		return fmt.Errorf("python %s: %v", python, err)
+	}
+	return nil
+}
+
+func isExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return errors.New("not a regular file")
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return errors.New("not executable")
+	}
+	return nil
+}
