@@ -386,9 +386,13 @@ static void enter_nested_userns(struct program *prog)
 static void drop_privileges(struct program *prog)
 {
 	// The bounding set can only shrink while CAP_SETPCAP is still held.
-	for (int cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			die("drop capability %d from the bounding set", cap);
+	for (int cap = 0; cap <= 63; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+			continue;
+		if (errno == EINVAL) // past the kernel's last capability
+			break;
+		die("drop capability %d from the bounding set", cap);
+	}
 	if (prog->nested_userns) {
 		enter_nested_userns(prog);
 	} else {

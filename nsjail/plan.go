@@ -186,7 +186,7 @@ func (p *plan) scratch(s *Spec, ids idMapping) error {
 	if !underTmp(s.Workdir) {
 		p.step("mount", "tmpfs", newRoot+s.Workdir, "tmpfs", num(mountScratch), fmt.Sprintf("size=%d,mode=0755", s.TmpfsSize))
 	}
-	made := map[string]bool{"/tmp": true, s.Workdir: underTmp(s.Workdir) && s.Workdir == "/tmp"}
+	made := map[string]bool{"/": true, "/tmp": true}
 	p.scratchDir(s.Workdir, ids, made)
 	for _, f := range s.Files {
 		p.scratchDir(path.Dir(f.Path), ids, made)

@@ -83,11 +83,13 @@ func (sv *supervisor) run(ctx context.Context) (*Result, error) {
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
 		sv.cg = cg
+		sv.mark("cgroup-created")
 	}
 	p, err := buildPlan(s, ids, s.Seccomp)
 	if err != nil {
 		return nil, err
 	}
+	sv.mark("plan-built")
 	stdout := newCapture(s.OutputLimit, s.Stdout, s.Capture)
 	stderr := newCapture(s.OutputLimit, s.Stderr, s.Capture)
 	pipes, err := newPipes()
@@ -95,10 +97,12 @@ func (sv *supervisor) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer pipes.closeAll()
+	sv.mark("pipes")
 	if err := sv.start(ids, pipes); err != nil {
 		return nil, err
 	}
 	pipes.closeChildEnds()
+	sv.mark("cloned")
 	go stdout.drain(pipes.outR)
 	go stderr.drain(pipes.errR)
 	events := readEvents(pipes.statusR)
@@ -110,6 +114,7 @@ func (sv *supervisor) run(ctx context.Context) (*Result, error) {
 		setupErr = sv.cg.Enter(sv.cmd.Process.Pid)
 	}
 	if setupErr == nil {
+		sv.mark("cgroup-entered")
 		setupErr = writeAll(pipes.planW, p.buf.Bytes())
 	}
 	pipes.planW.Close()
@@ -245,6 +250,13 @@ func (sv *supervisor) kill(limit string) {
 	sv.cmd.Process.Kill()
 	if sv.cg != nil {
 		sv.cg.Kill()
+	}
+}
+
+// mark records a set-up phase of the supervisor's own (with --trace).
+func (sv *supervisor) mark(name string) {
+	if sv.spec.Trace {
+		sv.phases = append(sv.phases, Phase{Name: name, AtMs: ms(monotonic() - sv.began)})
 	}
 }
 

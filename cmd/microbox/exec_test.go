@@ -1,0 +1,449 @@
+package main
+
+// Integration tests: they build the real binary and run programs in it, so
+// every isolation claim is checked from inside the sandbox. They need root
+// (CI runs as root) or unprivileged user namespaces.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/microbox/microbox/nsjail"
+)
+
+var microbox string // path of the binary under test
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "microbox-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	microbox = filepath.Join(dir, "microbox")
+	build := exec.Command("go", "build", "-o", microbox, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build microbox:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result runs `microbox exec --json ARGS` and decodes its one JSON object.
+func result(t *testing.T, stdin string, args ...string) nsjail.Result {
+	t.Helper()
+	out, _ := runMicrobox(t, stdin, append([]string{"exec", "--json"}, args...)...)
+	var r nsjail.Result
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("microbox %v: output is not one JSON object (%v):\n%s", args, err, out)
+	}
+	return r
+}
+
+// runMicrobox runs the binary and returns its stdout and exit code.
+func runMicrobox(t *testing.T, stdin string, args ...string) ([]byte, int) {
+	t.Helper()
+	cmd := exec.Command(microbox, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run microbox: %v", err)
+	}
+	if stderr.Len() > 0 {
+		t.Logf("microbox stderr: %s", stderr.String())
+	}
+	return stdout.Bytes(), code
+}
+
+// py runs code with default limits and the given extra flags.
+func py(t *testing.T, code string, flags ...string) nsjail.Result {
+	t.Helper()
+	return result(t, "", append(flags, "-c", code)...)
+}
+
+func wantStatus(t *testing.T, r nsjail.Result, want nsjail.Status) {
+	t.Helper()
+	if r.Status != want {
+		t.Fatalf("status %q, want %q; error=%v stdout=%q stderr=%q", r.Status, want, deref(r.Error), r.Stdout, r.Stderr)
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestVerdictOK(t *testing.T) {
+	r := py(t, "print('hello')")
+	wantStatus(t, r, nsjail.StatusOK)
+	if r.Stdout != "hello\n" || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("stdout %q exit %v", r.Stdout, deref(r.ExitCode))
+	}
+	if r.CPUTimeMs == nil || *r.CPUTimeMs <= 0 || r.PeakMemoryBytes == nil || *r.PeakMemoryBytes <= 0 || r.WallTimeMs <= 0 {
+		t.Fatalf("accounting missing: cpu %v peak %v wall %v", deref(r.CPUTimeMs), deref(r.PeakMemoryBytes), r.WallTimeMs)
+	}
+}
+
+func TestVerdictNonzero(t *testing.T) {
+	r := py(t, "import sys; sys.exit(42)")
+	wantStatus(t, r, nsjail.StatusNonzero)
+	if r.ExitCode == nil || *r.ExitCode != 42 {
+		t.Fatalf("exit code %v, want 42", deref(r.ExitCode))
+	}
+}
+
+// The program is not PID 1: a signal it raises on itself kills it.
+func TestVerdictSignaledSelf(t *testing.T) {
+	r := py(t, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+	wantStatus(t, r, nsjail.StatusSignaled)
+	if r.Signal == nil || *r.Signal != "SIGSEGV" {
+		t.Fatalf("signal %v, want SIGSEGV", deref(r.Signal))
+	}
+	r = py(t, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+	wantStatus(t, r, nsjail.StatusSignaled) // SIGKILL by itself is not "memory"
+}
+
+func TestVerdictTimeout(t *testing.T) {
+	start := time.Now()
+	r := py(t, "while True: pass", "--timeout", "1s")
+	wantStatus(t, r, nsjail.StatusTimeout)
+	if r.Limit != nsjail.LimitWall {
+		t.Fatalf("limit %q, want wall", r.Limit)
+	}
+	// Enforcement precision, not speed: the limit must fire near 1 s.
+	if el := time.Since(start); el > 1500*time.Millisecond || r.WallTimeMs < 1000 {
+		t.Fatalf("timeout after %v (program wall %.0f ms), want 1 s..1.5 s", el, r.WallTimeMs)
+	}
+	r = py(t, "import time; time.sleep(30)", "--timeout", "300ms")
+	wantStatus(t, r, nsjail.StatusTimeout) // sleeping counts: the limit is wall-clock
+}
+
+func TestVerdictOutputLimit(t *testing.T) {
+	r := py(t, "import sys\nwhile True: sys.stdout.write('x' * 65536)", "--output-limit", "100K")
+	wantStatus(t, r, nsjail.StatusOutputLimit)
+	if !r.StdoutTruncated || len(r.Stdout) != 100*1024 || r.Limit != nsjail.LimitStdout {
+		t.Fatalf("truncated=%v len=%d limit=%q", r.StdoutTruncated, len(r.Stdout), r.Limit)
+	}
+	r = py(t, "import sys\nsys.stderr.write('e' * 300000)", "--output-limit", "100K")
+	wantStatus(t, r, nsjail.StatusOutputLimit)
+	if r.Limit != nsjail.LimitStderr || !r.StderrTruncated {
+		t.Fatalf("limit %q stderr_truncated %v", r.Limit, r.StderrTruncated)
+	}
+}
+
+func TestVerdictSandboxError(t *testing.T) {
+	r := py(t, "print(1)", "--python", "/usr/bin/no-such-python")
+	wantStatus(t, r, nsjail.StatusSandboxError)
+	if r.Error == nil || !strings.Contains(*r.Error, "no-such-python") {
+		t.Fatalf("error %v should name the missing interpreter", deref(r.Error))
+	}
+}
+
+// A program that fills stderr before writing stdout must not deadlock.
+func TestStderrBeforeStdout(t *testing.T) {
+	r := py(t, "import sys\nsys.stderr.write('e' * 300000)\nsys.stderr.flush()\nprint('done')", "--timeout", "5s")
+	wantStatus(t, r, nsjail.StatusOK)
+	if len(r.Stderr) != 300000 || r.Stdout != "done\n" {
+		t.Fatalf("stderr %d bytes, stdout %q", len(r.Stderr), r.Stdout)
+	}
+}
+
+func TestInvalidUTF8IsReplaced(t *testing.T) {
+	r := py(t, "import sys; sys.stdout.buffer.write(b'a\\xffb')")
+	wantStatus(t, r, nsjail.StatusOK)
+	if r.Stdout != "a\uFFFDb" {
+		t.Fatalf("stdout %q", r.Stdout)
+	}
+}
+
+func TestStdinReachesProgram(t *testing.T) {
+	r := result(t, "5\n", "-c", "import sys; print(int(sys.stdin.read()) * 2)")
+	wantStatus(t, r, nsjail.StatusOK)
+	if r.Stdout != "10\n" {
+		t.Fatalf("stdout %q", r.Stdout)
+	}
+}
+
+func TestFileArgsAndWorkdir(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "main.py")
+	os.WriteFile(script, []byte("import os, sys\nprint(os.getcwd(), open('/work/data.csv').read().strip(), sys.argv[1:])\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "data.csv"), []byte("a,b\n"), 0o644)
+	r := result(t, "", "--file", filepath.Join(dir, "data.csv")+":/work/data.csv", "--workdir", "/work", script, "x", "--y")
+	wantStatus(t, r, nsjail.StatusOK)
+	if r.Stdout != "/work a,b ['x', '--y']\n" {
+		t.Fatalf("stdout %q", r.Stdout)
+	}
+}
+
+// Each isolation claim, checked from inside.
+func TestIsolation(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	hostname, _ := os.Hostname()
+
+	cases := []struct{ name, code, want string }{
+		{"rootfs is read-only", `
+import errno
+try:
+    open('/usr/lib/microbox-probe', 'w')
+    print('writable')
+except OSError as e:
+    print(errno.errorcode[e.errno])`, "EROFS"},
+		{"no host processes", `import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))`, "[1, 2]"},
+		{"no route to the host's loopback", fmt.Sprintf(`
+import socket
+s = socket.socket()
+s.settimeout(1)
+try:
+    s.connect(('127.0.0.1', %d))
+    print('connected')
+except OSError as e:
+    print('refused')`, port), "refused"},
+		{"own hostname", `import socket; print(socket.gethostname())`, "microbox"},
+		{"only fds 0-2", `import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')))`, "[0, 1, 2, 3]"}, // 3 is listdir's own
+		{"no capabilities, no_new_privs", `
+s = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)
+print(*(s[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs')))`,
+			"0000000000000000 0000000000000000 0000000000000000 0000000000000000 0000000000000000 1"},
+		{"unprivileged uid", `import os; print(os.getuid(), os.getgid(), os.getgroups())`, "1000 1000 []"},
+		{"not root on the host", `print(open('/proc/self/uid_map').read().split())`, fmt.Sprintf("['0', '%d', '65536']", nsjail.HostIDBase)},
+		{"no session or terminal", `import os; print(os.getsid(0) == os.getpid(), os.isatty(0))`, "True False"},
+		{"host secrets absent", `import os; print(os.path.exists('/root'), os.path.exists('/etc/shadow'), os.path.exists('/home'))`, "False False False"},
+		{"passwd names only the sandbox", `print(sorted(l.split(':')[0] for l in open('/etc/passwd')))`, "['nobody', 'root', 'sandbox']"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := py(t, c.code)
+			wantStatus(t, r, nsjail.StatusOK)
+			if got := strings.TrimSpace(r.Stdout); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+	if hostname == "microbox" {
+		t.Log("the host itself is called microbox; the hostname case proves less")
+	}
+}
+
+// Only fds 0-2 reach the program even when microbox inherits more.
+func TestInheritedFdsDoNotLeak(t *testing.T) {
+	f, err := os.Open("/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(microbox, "exec", "--json", "-c", "import os; print(sorted(os.listdir('/proc/self/fd')))")
+	cmd.ExtraFiles = []*os.File{f, f}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var r nsjail.Result
+	json.Unmarshal(out, &r)
+	if strings.TrimSpace(r.Stdout) != "['0', '1', '2', '3']" {
+		t.Fatalf("fds inside: %s", r.Stdout)
+	}
+}
+
+func TestEnvironmentIsFresh(t *testing.T) {
+	cmd := exec.Command(microbox, "exec", "--json", "--env", "EXTRA=1", "-c", "import os; print(sorted(os.environ))")
+	cmd.Env = append(os.Environ(), "MICROBOX_TEST_SECRET=leak")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r nsjail.Result
+	json.Unmarshal(out, &r)
+	if strings.Contains(r.Stdout, "MICROBOX_TEST_SECRET") || !strings.Contains(r.Stdout, "'EXTRA'") || !strings.Contains(r.Stdout, "'PYTHONDONTWRITEBYTECODE'") {
+		t.Fatalf("environment inside: %s", r.Stdout)
+	}
+}
+
+// A daemon the program leaves behind dies with the run, which ends when
+// the main process does.
+func TestDescendantsDieWithTheRun(t *testing.T) {
+	start := time.Now()
+	r := py(t, `
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(60)
+    os._exit(0)
+print('parent done')`, "--timeout", "10s")
+	wantStatus(t, r, nsjail.StatusOK)
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("the run was held %v by its daemon", time.Since(start))
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string // part of the one-line error
+	}{
+		{"missing file", []string{"exec", "/no/such/file.py"}, "no such file"},
+		{"bad size", []string{"exec", "--mem", "12Q", "-c", "1"}, "--mem"},
+		{"negative duration", []string{"exec", "--timeout", "-1s", "-c", "1"}, "negative"},
+		{"unknown flag", []string{"exec", "--frobnicate", "-c", "1"}, "unknown flag"},
+		{"no program", []string{"exec"}, "no program"},
+		{"rootfs without python", []string{"exec", "--rootfs", t.TempDir(), "-c", "1"}, "rootfs"},
+		{"tmpfs larger than memory", []string{"exec", "--mem", "32M", "--tmpfs-size", "64M", "-c", "1"}, "--tmpfs-size"},
+		{"limit without cgroup", []string{"exec", "--no-cgroup", "--mem", "1G", "-c", "1"}, "--no-cgroup"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(microbox, c.args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != nsjail.ExitSandboxError {
+				t.Fatalf("exit %v, want %d", err, nsjail.ExitSandboxError)
+			}
+			msg := strings.TrimSpace(stderr.String())
+			if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
+				t.Fatalf("stderr %q: want one line mentioning %q", msg, c.want)
+			}
+		})
+	}
+	// Under --json, bad input is still exactly one JSON object.
+	r := result(t, "", "--mem", "12Q", "-c", "1")
+	wantStatus(t, r, nsjail.StatusSandboxError)
+}
+
+// Without --json the output streams through and the exit status tells the
+// verdict.
+func TestExitStatusWithoutJSON(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"-c", "print('hi')"}, 0, "hi\n"},
+		{[]string{"-c", "raise SystemExit(3)"}, 3, ""},
+		{[]string{"-c", "import os; os.kill(os.getpid(), 11)"}, 128 + 11, ""},
+		{[]string{"--timeout", "200ms", "-c", "while 1: pass"}, nsjail.ExitTimeout, ""},
+		{[]string{"--output-limit", "10", "-c", "print('x' * 100)"}, nsjail.ExitOutputLimit, "xxxxxxxxxx"},
+	}
+	for _, c := range cases {
+		out, code := runMicrobox(t, "", append([]string{"exec"}, c.args...)...)
+		if code != c.code || string(out) != c.out {
+			t.Errorf("%v: exit %d stdout %q, want %d %q", c.args, code, out, c.code, c.out)
+		}
+	}
+}
+
+// Killing microbox itself with SIGKILL takes the whole jail with it.
+func TestSupervisorDeathKillsTheJail(t *testing.T) {
+	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "-c", `
+import os, time
+os.fork()
+print('ready', flush=True)
+time.sleep(60)`)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	stdout.Read(buf) // the jail is up
+	pids := jailPids(t, cmd.Process.Pid)
+	if len(pids) == 0 {
+		t.Fatal("found no jail processes under microbox")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline := time.Now().Add(3 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("jail process %d survived microbox's death", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Its cgroup is left for gc, which removes it.
+	if out, code := runMicrobox(t, "", "gc"); code != 0 {
+		t.Fatalf("gc exit %d: %s", code, out)
+	}
+	assertNoRunCgroups(t)
+}
+
+// jailPids lists the descendants of pid.
+func jailPids(t *testing.T, pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		for q := p; q > 1; q = ppid(q) {
+			if q == pid && p != pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func ppid(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	var p int
+	fmt.Sscan(fields[1], &p)
+	return p
+}
+
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	return fields[0] != "Z"
+}
+
+// assertNoRunCgroups fails if any microbox run cgroup exists on the host.
+func assertNoRunCgroups(t *testing.T) {
+	t.Helper()
+	var leaks []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "microbox-run-") {
+			leaks = append(leaks, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if len(leaks) > 0 {
+		t.Fatalf("leftover cgroups: %v", leaks)
+	}
+}
