@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,13 +95,20 @@ func HostMode() Mode {
 // New creates the cgroup for one run with the given limits.
 func New(opts Options) (Run, error) {
 	name := fmt.Sprintf("%s%d-%d", runPrefix, os.Getpid(), time.Now().UnixNano())
+	var r Run
+	var err error
 	switch HostMode() {
 	case ModeV2:
-		return newV2(name, opts)
+		r, err = newV2(name, opts)
 	case ModeV1:
-		return newV1(name, opts)
+		r, err = newV1(name, opts)
+	default:
+		return nil, fmt.Errorf("%w: neither %s/cgroup.controllers (v2) nor a v1 memory hierarchy exists; pass --no-cgroup to run without limits", ErrUnavailable, mountRoot)
 	}
-	return nil, fmt.Errorf("%w: neither %s/cgroup.controllers (v2) nor a v1 memory hierarchy exists", ErrUnavailable, mountRoot)
+	if errors.Is(err, fs.ErrPermission) {
+		err = fmt.Errorf("%w; as uid %d microbox may not create cgroups here: run it as root, or delegate a cgroup v2 subtree to this user (systemd Delegate=yes) and pass it as --cgroup-parent, or pass --no-cgroup to run without memory, CPU and pids limits", err, os.Geteuid())
+	}
+	return r, err
 }
 
 // ownerAlive reports whether the microbox process that made the run group

@@ -385,6 +385,10 @@ static void enter_nested_userns(struct program *prog)
 
 static void drop_privileges(struct program *prog)
 {
+	// A new user namespace starts with a full bounding set, so the nested
+	// one (rootless) is entered before the bounding set is emptied.
+	if (prog->nested_userns)
+		enter_nested_userns(prog);
 	// The bounding set can only shrink while CAP_SETPCAP is still held.
 	for (int cap = 0; cap <= 63; cap++) {
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
@@ -393,9 +397,7 @@ static void drop_privileges(struct program *prog)
 			break;
 		die("drop capability %d from the bounding set", cap);
 	}
-	if (prog->nested_userns) {
-		enter_nested_userns(prog);
-	} else {
+	if (!prog->nested_userns) {
 		if (prog->setgroups && setgroups(0, NULL) < 0)
 			die("setgroups");
 		if (setresgid(prog->gid, prog->gid, prog->gid) < 0)
@@ -403,8 +405,9 @@ static void drop_privileges(struct program *prog)
 		if (setresuid(prog->uid, prog->uid, prog->uid) < 0)
 			die("setresuid %u", prog->uid);
 	}
-	// setresuid away from 0 clears the effective and permitted sets; clear
-	// all three explicitly so a uid-0 program (nested userns) holds none.
+	// setresuid away from 0 clears the effective and permitted sets; the
+	// creator of the nested namespace holds a full set there: clear all
+	// three explicitly either way.
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2];
 	memset(data, 0, sizeof data);

@@ -447,3 +447,39 @@ func assertNoRunCgroups(t *testing.T) {
 		t.Fatalf("leftover cgroups: %v", leaks)
 	}
 }
+
+// As an unprivileged user with no delegated cgroup: runs that ask for
+// limits are refused with the fix, and --no-cgroup still runs fully
+// namespaced, the program in a user namespace of its own as uid 1000.
+func TestRootless(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	os.Chmod(filepath.Dir(microbox), 0o755)
+	asNobody := func(args ...string) ([]byte, []byte, int) {
+		cmd := exec.Command(microbox, args...)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return stdout.Bytes(), stderr.Bytes(), code
+	}
+	out, errOut, code := asNobody("exec", "--no-cgroup", "--json", "-c",
+		"import os; print(os.getuid(), {l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')})")
+	var r nsjail.Result
+	if err := json.Unmarshal(out, &r); err != nil || r.Status != nsjail.StatusOK {
+		t.Fatalf("rootless --no-cgroup run: %s %s", out, errOut)
+	}
+	if got := strings.TrimSpace(r.Stdout); got != "1000 {'0000000000000000'}" {
+		t.Fatalf("uid and empty capability sets inside: %q", got)
+	}
+	_, errOut, code = asNobody("exec", "-c", "print(1)")
+	if code != nsjail.ExitSandboxError || !strings.Contains(string(errOut), "--no-cgroup") {
+		t.Fatalf("a rootless run with limits: exit %d, stderr %q", code, errOut)
+	}
+}
