@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if leaks := runCgroups(); len(leaks) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the test suite left cgroups behind: %v\n", leaks)
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -435,17 +439,22 @@ func alive(pid int) bool {
 // assertNoRunCgroups fails if any microbox run cgroup exists on the host.
 func assertNoRunCgroups(t *testing.T) {
 	t.Helper()
-	var leaks []string
+	if leaks := runCgroups(); len(leaks) > 0 {
+		t.Fatalf("leftover cgroups: %v", leaks)
+	}
+}
+
+// runCgroups lists the microbox run cgroups on the host, in any hierarchy.
+func runCgroups() []string {
+	var found []string
 	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "microbox-run-") {
-			leaks = append(leaks, p)
+			found = append(found, p)
 			return filepath.SkipDir
 		}
 		return nil
 	})
-	if len(leaks) > 0 {
-		t.Fatalf("leftover cgroups: %v", leaks)
-	}
+	return found
 }
 
 // As an unprivileged user with no delegated cgroup: runs that ask for

@@ -1,0 +1,81 @@
+package nsjail
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func drained(t *testing.T, limit int64, chunks ...string) *capture {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCapture(limit, nil, true)
+	go c.drain(r)
+	for _, s := range chunks {
+		w.WriteString(s)
+	}
+	w.Close()
+	<-c.done
+	return c
+}
+
+func exceeded(c *capture) bool {
+	select {
+	case <-c.exceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestCaptureLimit(t *testing.T) {
+	c := drained(t, 4, "ab", "cd")
+	if exceeded(c) || c.buf.String() != "abcd" {
+		t.Fatalf("exactly the limit: exceeded=%v %q", exceeded(c), c.buf.String())
+	}
+	// One byte past the limit, arriving after the limit was filled exactly.
+	c = drained(t, 4, "abcd", "e")
+	var text string
+	var truncated bool
+	c.fill(&text, &truncated)
+	if !exceeded(c) || !truncated || text != "abcd" {
+		t.Fatalf("past the limit: exceeded=%v truncated=%v %q", exceeded(c), truncated, text)
+	}
+}
+
+func TestCaptureTee(t *testing.T) {
+	r, w, _ := os.Pipe()
+	var tee bytes.Buffer
+	c := newCapture(3, &tee, false)
+	go c.drain(r)
+	w.WriteString("hello")
+	w.Close()
+	<-c.done
+	if tee.String() != "hel" || c.buf.Len() != 0 {
+		t.Fatalf("tee %q kept %q", tee.String(), c.buf.String())
+	}
+}
+
+func TestShellStatus(t *testing.T) {
+	var r Result
+	r.setExit(unix.WaitStatus(3 << 8))
+	if r.Status != StatusNonzero || r.ShellStatus() != 3 {
+		t.Fatalf("exit 3: %v %d", r.Status, r.ShellStatus())
+	}
+	r = Result{}
+	r.setExit(unix.WaitStatus(unix.SIGSEGV))
+	if r.Status != StatusSignaled || *r.Signal != "SIGSEGV" || r.ShellStatus() != 128+11 {
+		t.Fatalf("SIGSEGV: %v %v %d", r.Status, *r.Signal, r.ShellStatus())
+	}
+	for status, want := range map[Status]int{StatusTimeout: ExitTimeout, StatusMemory: ExitMemory,
+		StatusOutputLimit: ExitOutputLimit, StatusSandboxError: ExitSandboxError} {
+		if got := (&Result{Status: status}).ShellStatus(); got != want {
+			t.Errorf("%s: %d, want %d", status, got, want)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package nsjail
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+)
+
+// decode reads a plan back into steps, the way init.c does.
+func decode(t *testing.T, b []byte) [][]string {
+	t.Helper()
+	var steps [][]string
+	for len(b) > 0 {
+		n := binary.LittleEndian.Uint32(b)
+		b = b[4:]
+		var step []string
+		for i := uint32(0); i < n; i++ {
+			l := binary.LittleEndian.Uint32(b)
+			step = append(step, string(b[4:4+l]))
+			b = b[4+l:]
+		}
+		steps = append(steps, step)
+	}
+	return steps
+}
+
+func testSpec() *Spec {
+	return &Spec{
+		Argv:        []string{"/usr/bin/python3", "-c", "print(1)"},
+		Env:         []string{"PATH=/usr/bin"},
+		Workdir:     "/tmp",
+		TmpfsSize:   64 << 20,
+		Hostname:    "microbox",
+		OutputLimit: 1 << 20,
+		Timeout:     time.Second,
+	}
+}
+
+func index(steps [][]string, want ...string) int {
+	for i, s := range steps {
+		if len(s) >= len(want) && strings.Join(s[:len(want)], "\x00") == strings.Join(want, "\x00") {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestPlanOrder(t *testing.T) {
+	s := testSpec()
+	s.Workdir = "/work"
+	s.Files = []File{{Path: "/work/sub/data.csv", Data: []byte("a,b"), Mode: 0o644}}
+	s.Seccomp = make([]byte, 16)
+	p, err := buildPlan(s, hostIDs(), s.Seccomp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := decode(t, p.buf.Bytes())
+	order := [][]string{
+		{"pivot", stage, stage + oldRoot},            // host reachable under /oldroot
+		{"bind", oldRoot + "/usr", newRoot + "/usr"}, // read-only /usr
+		{"remount_ro", newRoot},                      // root read-only before scratch mounts
+		{"mount", "proc", newRoot + "/proc"},
+		{"mount", "tmpfs", newRoot + "/tmp"},
+		{"mount", "tmpfs", newRoot + "/work"},
+		{"file", newRoot + "/work/sub/data.csv"},
+		{"loopback_up"},
+		{"pivot", ".", "."},
+		{"umount", "."}, // the host is detached
+		{"seccomp"},
+	}
+	last := -1
+	for _, want := range order {
+		i := index(steps, want...)
+		if i < 0 {
+			t.Fatalf("no step %v in plan:\n%v", want, steps)
+		}
+		if i < last {
+			t.Fatalf("step %v comes too early", want)
+		}
+		last = i
+	}
+	if i := index(steps, "bind", oldRoot+"/usr", newRoot+"/usr"); steps[i][3] != bindReadOnly {
+		t.Fatalf("/usr bound with flags %q", steps[i][3])
+	}
+	if index(steps, "chown", newRoot+"/work/sub/data.csv") < 0 {
+		t.Fatal("the program's file is not given to the program's user")
+	}
+}
+
+func TestPlanPreparedRoot(t *testing.T) {
+	s := testSpec()
+	s.RootDir = "/srv/root"
+	p, err := buildPlan(s, hostIDs(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := decode(t, p.buf.Bytes())
+	if i := index(steps, "bind", oldRoot+"/srv/root", newRoot); i < 0 || steps[i][3] != bindReadOnly {
+		t.Fatalf("prepared root not bound read-only: %v", steps)
+	}
+	if index(steps, "file", newRoot+"/etc/passwd") >= 0 || index(steps, "seccomp") >= 0 {
+		t.Fatal("a prepared root must be used as is, and no filter was asked for")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		modify func(*Spec)
+		want   string
+	}{
+		{"no program", func(s *Spec) { s.Argv = nil }, "nothing to run"},
+		{"NUL in argument", func(s *Spec) { s.Argv = append(s.Argv, "a\x00b") }, "NUL"},
+		{"bad env", func(s *Spec) { s.Env = []string{"NOEQUALS"} }, "KEY=VALUE"},
+		{"relative workdir", func(s *Spec) { s.Workdir = "work" }, "absolute"},
+		{"workdir hides the root", func(s *Spec) { s.Workdir = "/usr/lib" }, "hide"},
+		{"file outside scratch", func(s *Spec) { s.Files = []File{{Path: "/etc/x"}} }, "outside the writable"},
+		{"file with dotdot", func(s *Spec) { s.Files = []File{{Path: "/tmp/../etc/x"}} }, "clean"},
+		{"no timeout", func(s *Spec) { s.Timeout = 0 }, "--timeout"},
+		{"cpu time without cgroup", func(s *Spec) { s.CPUTime = time.Second }, "--no-cgroup"},
+		{"missing python", func(s *Spec) { s.Argv[0] = "/usr/bin/nope" }, "not found"},
+		{"python outside /usr", func(s *Spec) { s.Argv[0] = "/proc/self/exe" }, "outside /usr"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := testSpec()
+			c.modify(s)
+			err := s.Validate()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Validate() = %v, want an error mentioning %q", err, c.want)
+			}
+		})
+	}
+	if err := testSpec().Validate(); err != nil {
+		t.Fatalf("a good spec: %v", err)
+	}
+}
