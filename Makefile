@@ -33,7 +33,7 @@ humaneval: build
 test: check build unit redteam humaneval
 
 bench: build
-	scripts/bench
+	$(GO) run ./scripts/bench
 
 clean:
 	rm -rf bin

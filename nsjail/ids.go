@@ -1,8 +1,8 @@
 package nsjail
 
 import (
+	"fmt"
 	"os"
-	"syscall"
 
 	"github.com/microbox/microbox/rootfs"
 )
@@ -39,9 +39,9 @@ func hostIDs() idMapping {
 		programUID: ProgramUID, programGID: ProgramUID}
 }
 
-func (m idMapping) sysProcIDs() ([]syscall.SysProcIDMap, []syscall.SysProcIDMap) {
-	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: m.hostUID, Size: m.size}},
-		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: m.hostGID, Size: m.size}}
+// maps are the contents of the jail's uid_map and gid_map.
+func (m idMapping) maps() (string, string) {
+	return fmt.Sprintf("0 %d %d\n", m.hostUID, m.size), fmt.Sprintf("0 %d %d\n", m.hostGID, m.size)
 }
 
 func (m idMapping) identity() rootfs.Identity {

@@ -36,6 +36,8 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
+#include <poll.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -350,8 +352,6 @@ static void collect(struct arg *a, int n, struct program *prog)
 		prog->rlimits[prog->nrlimits].lim.rlim_cur = parse_ul(&a[2]);
 		prog->rlimits[prog->nrlimits].lim.rlim_max = parse_ul(&a[3]);
 		prog->nrlimits++;
-	} else if (!strcmp(op, "trace") && n == 1) {
-		trace = 1;
 	} else {
 		die("plan: unknown step %s with %d args", op, n - 1);
 	}
@@ -432,6 +432,10 @@ static void close_extra_fds(void)
 // start_program runs in the forked child (pid 2) and never returns.
 static void start_program(struct program *prog, int errpipe)
 {
+	// Dumpable again, as execve would make it anyway: a rootless program
+	// must write its own /proc/self/uid_map, which a non-dumpable process
+	// whose memory dates from the host's user namespace may not.
+	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 	if (setsid() < 0) // no controlling terminal: TIOCSTI (CVE-2017-5226)
 		die("setsid");
 	close_extra_fds();
@@ -457,27 +461,34 @@ static void exec_failed(const char *path, int err)
 	die("exec %s", path);
 }
 
-__attribute__((constructor)) static void microbox_init(void)
+// A step of the plan, parsed.
+struct step {
+	uint32_t n;
+	struct arg *a;
+};
+
+// How the outer init creates the jail: namespaces and id maps.
+struct jail {
+	unsigned long clone_flags;
+	const char *uid_map, *gid_map, *setgroups;
+};
+
+// parse_plan splits the plan into steps; the settings the outer init needs
+// before the clone are taken out into j.
+static struct step *parse_plan(const char *p, const char *end, size_t *count, struct jail *j)
 {
-	if (!getenv("_MICROBOX_INIT"))
-		return; // an ordinary microbox command: let Go start
-	// Nothing here is for the program to read later (/proc/1/*).
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-
-	size_t len;
-	char *plan = read_plan(&len);
-	const char *p = plan, *end = plan + len;
-	static struct program prog;
-	static struct arg a[MAX_ARGS];
-	prog.cwd = "/";
-
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		die("make mounts private");
+	size_t cap = 256, n = 0;
+	struct step *steps = malloc(cap * sizeof *steps);
+	if (!steps)
+		die("plan: out of memory");
 	while (p < end) {
-		uint32_t n = get_u32(&p, end);
-		if (n == 0 || n > MAX_ARGS)
-			die("plan: step with %u args", n);
-		for (uint32_t i = 0; i < n; i++) {
+		uint32_t nargs = get_u32(&p, end);
+		if (nargs == 0 || nargs > MAX_ARGS)
+			die("plan: step with %u args", nargs);
+		struct arg *a = malloc(nargs * sizeof *a);
+		if (!a)
+			die("plan: out of memory");
+		for (uint32_t i = 0; i < nargs; i++) {
 			uint32_t l = get_u32(&p, end);
 			if ((size_t)(end - p) < l)
 				die("plan: truncated");
@@ -491,8 +502,88 @@ __attribute__((constructor)) static void microbox_init(void)
 			a[i].len = l;
 			p += l;
 		}
-		run_step(a, n, &prog);
+		if (!strcmp(a[0].p, "clone") && nargs == 2) {
+			j->clone_flags = parse_ul(&a[1]);
+		} else if (!strcmp(a[0].p, "trace") && nargs == 1) {
+			trace = 1;
+		} else if (!strcmp(a[0].p, "idmap") && nargs == 4) { // uid_map gid_map setgroups
+			j->uid_map = a[1].p;
+			j->gid_map = a[2].p;
+			j->setgroups = a[3].p;
+		} else {
+			if (n == cap) {
+				cap *= 2;
+				steps = realloc(steps, cap * sizeof *steps);
+				if (!steps)
+					die("plan: out of memory");
+			}
+			steps[n].n = nargs;
+			steps[n].a = a;
+			n++;
+		}
 	}
+	*count = n;
+	return steps;
+}
+
+static void write_map(pid_t pid, const char *file, const char *data)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+	write_proc(path, data);
+}
+
+// become_jail_root runs in the jail's PID 1 once its id maps are written:
+// it makes it the jail's root (the creator's capabilities in the new user
+// namespace stay; files it creates must be owned by a mapped id).
+static void become_jail_root(const struct jail *j)
+{
+	if (!strcmp(j->setgroups, "allow") && setgroups(0, NULL) < 0)
+		die("setgroups in the jail");
+	if (setresgid(0, 0, 0) < 0)
+		die("setresgid 0 in the jail");
+	if (setresuid(0, 0, 0) < 0)
+		die("setresuid 0 in the jail");
+}
+
+// watch_outer ties PID 1 to the outer init: if the outer init dies (the
+// supervisor killed it, or died itself), SIGKILL ends PID 1 and with it
+// the whole namespace. Set after the credentials changed (which clears it);
+// the outer init's end of sync still open proves it did not die before.
+static void watch_outer(int sync)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		die("set parent-death signal");
+	struct pollfd pfd = { .fd = sync, .events = POLLIN };
+	if (poll(&pfd, 1, 0) < 0)
+		die("poll sync");
+	if (pfd.revents & (POLLHUP | POLLERR))
+		_exit(125);
+	close(sync);
+}
+
+// jail_init is PID 1 of the new namespaces: it builds the root, starts the
+// program, reports and reaps. It never returns.
+static void jail_init(struct step *steps, size_t count, const struct jail *j, int sync)
+{
+	static struct program prog;
+	char go;
+	ssize_t r;
+	while ((r = read(sync, &go, 1)) < 0 && errno == EINTR)
+		;
+	if (r != 1)
+		_exit(125); // the outer init failed to map ids and said why
+	// Not dumpable: nothing of PID 1 is for the program to read later
+	// (/proc/1/*). Only now, since a non-dumpable process's uid_map is
+	// root's, and a rootless outer init had to write it.
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	become_jail_root(j);
+	watch_outer(sync);
+	prog.cwd = "/";
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die("make mounts private");
+	for (size_t i = 0; i < count; i++)
+		run_step(steps[i].a, steps[i].n, &prog);
 	if (!prog.path)
 		die("plan: no program");
 	phase("exec");
@@ -509,7 +600,6 @@ __attribute__((constructor)) static void microbox_init(void)
 	}
 	close(errpipe[1]);
 	int err;
-	ssize_t r;
 	while ((r = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)
 		;
 	if (r == sizeof err)
@@ -540,4 +630,56 @@ __attribute__((constructor)) static void microbox_init(void)
 			_exit(0);
 		}
 	}
+}
+
+// The outer init is what the supervisor started: still in the host's
+// namespaces and its cgroup already the run's. It clones PID 1 into the new
+// namespaces, writes its id maps from outside (only a process in the parent
+// user namespace may map more than its own id), and waits for it.
+//
+// Creating the namespaces here rather than in Go's exec keeps the
+// supervisor's own fork cheap: Go cannot use vfork once CLONE_NEWUSER is
+// among its clone flags, and copying its page tables costs milliseconds.
+__attribute__((constructor)) static void microbox_init(void)
+{
+	if (!getenv("_MICROBOX_INIT"))
+		return; // an ordinary microbox command: let Go start
+
+	size_t len, count;
+	char *plan = read_plan(&len);
+	struct jail j = { 0 };
+	struct step *steps = parse_plan(plan, plan + len, &count, &j);
+	if (!j.clone_flags || !j.uid_map)
+		die("plan: no namespaces or id maps");
+	phase("plan-read");
+
+	int sync[2];
+	if (pipe2(sync, O_CLOEXEC) < 0)
+		die("pipe");
+	// A raw clone with fork semantics: nothing is shared, and no Go
+	// runtime exists yet whose threads or locks a fork could break.
+	pid_t pid = syscall(SYS_clone, j.clone_flags | SIGCHLD, NULL, NULL, NULL, NULL);
+	if (pid < 0)
+		die("clone the jail's namespaces (if user namespaces are disabled: "
+		    "sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, "
+		    "kernel.apparmor_restrict_unprivileged_userns; or run as root)");
+	if (pid == 0) {
+		close(sync[1]);
+		jail_init(steps, count, &j, sync[0]);
+	}
+	close(sync[0]);
+	write_map(pid, "uid_map", j.uid_map);
+	write_map(pid, "setgroups", j.setgroups);
+	write_map(pid, "gid_map", j.gid_map);
+	if (write(sync[1], "g", 1) != 1)
+		die("start the jail");
+	// The outer init holds no pipe of the program's either.
+	close(0);
+	close(1);
+	close(2);
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			die("wait for the jail");
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }

@@ -74,7 +74,13 @@ func buildPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
 	if s.Trace {
 		p.step("trace")
 	}
-	p.step("phase", "plan-read")
+	p.step("clone", num(namespaces))
+	uidMap, gidMap := ids.maps()
+	setgroups := "allow"
+	if ids.rootless {
+		setgroups = "deny" // required before an unprivileged gid_map
+	}
+	p.step("idmap", uidMap, gidMap, setgroups)
 	p.step("mount", "tmpfs", stage, "tmpfs", num(mountNoExec), "size=1m,mode=0755")
 	p.step("mkdir", stage+newRoot, "493") // 0755
 	p.step("mkdir", stage+oldRoot, "448") // 0700

@@ -3,7 +3,6 @@ package nsjail
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,8 +17,8 @@ import (
 	"github.com/microbox/microbox/cgroup"
 )
 
-// namespaces are the ones every jail gets. CLONE_NEWUSER comes first in the
-// kernel's order, so the others are owned by the jail's user namespace.
+// namespaces are the ones every jail gets (the outer init clones them).
+// The kernel creates the user namespace first, so it owns the others.
 const namespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWNET |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
 
@@ -42,7 +41,9 @@ func Run(ctx context.Context, s *Spec) *Result {
 			msg := "cleanup: " + err.Error()
 			res.Error = &msg
 		}
+		sv.mark("cgroup-removed")
 	}
+	res.Trace = sv.phases
 	res.Seccomp = s.SeccompMode
 	return res
 }
@@ -98,7 +99,7 @@ func (sv *supervisor) run(ctx context.Context) (*Result, error) {
 	}
 	defer pipes.closeAll()
 	sv.mark("pipes")
-	if err := sv.start(ids, pipes); err != nil {
+	if err := sv.start(pipes); err != nil {
 		return nil, err
 	}
 	pipes.closeChildEnds()
@@ -131,17 +132,12 @@ func (sv *supervisor) run(ctx context.Context) (*Result, error) {
 	return sv.judge(waitErr, stdout, stderr), nil
 }
 
-// start re-execs this binary as the jail's init.
-func (sv *supervisor) start(ids idMapping, p *pipes) error {
-	uids, gids := ids.sysProcIDs()
+// start re-execs this binary as the jail's outer init (init.c), which
+// creates the namespaces itself: with no namespace flags here, Go can start
+// it with a cheap vfork.
+func (sv *supervisor) start(p *pipes) error {
 	attr := &syscall.SysProcAttr{
-		Cloneflags:                 namespaces,
-		UidMappings:                uids,
-		GidMappings:                gids,
-		GidMappingsEnableSetgroups: !ids.rootless,
-		// The init is the jail's root so that it may mount; see ids.go.
-		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: ids.rootless},
-		// If microbox dies, so does the init, and with it the whole jail.
+		// If microbox dies, so does the outer init, and with it the jail.
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if sv.cg != nil && sv.cg.CloneFD() >= 0 {
@@ -161,17 +157,9 @@ func (sv *supervisor) start(ids idMapping, p *pipes) error {
 		WaitDelay: 100 * time.Millisecond,
 	}
 	if err := sv.cmd.Start(); err != nil {
-		return fmt.Errorf("start jail: %w%s", err, userNSHint(err))
+		return fmt.Errorf("start jail: %w", err)
 	}
 	return nil
-}
-
-// userNSHint explains the usual reason clone(CLONE_NEWUSER) is refused.
-func userNSHint(err error) string {
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EACCES) {
-		return " (user namespaces may be disabled: check sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone and kernel.apparmor_restrict_unprivileged_userns, or run as root)"
-	}
-	return ""
 }
 
 // supervise follows the run until the init has ended, enforcing the set-up
@@ -306,8 +294,8 @@ func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *Result {
 		r.SetupTimeMs = ms(sv.started - sv.began)
 		r.WallTimeMs = ms(sv.exited - sv.started)
 	}
-	r.Trace = sv.phases
 	sv.account(r)
+	sv.mark("accounted")
 
 	switch {
 	case sv.setupErr != "":

@@ -444,15 +444,20 @@ func assertNoRunCgroups(t *testing.T) {
 	}
 }
 
-// runCgroups lists the microbox run cgroups on the host, in any hierarchy.
+// runCgroups lists the microbox run cgroups on the host, in any hierarchy,
+// whose microbox process has ended: a leak. (Groups of microbox processes
+// still running, e.g. another user's, are in use, not leaked.)
 func runCgroups() []string {
 	var found []string
 	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "microbox-run-") {
-			found = append(found, p)
-			return filepath.SkipDir
+		if err != nil || !d.IsDir() || !strings.HasPrefix(d.Name(), "microbox-run-") {
+			return nil
 		}
-		return nil
+		owner, _, _ := strings.Cut(strings.TrimPrefix(d.Name(), "microbox-run-"), "-")
+		if _, err := os.Stat("/proc/" + owner); err != nil {
+			found = append(found, p)
+		}
+		return filepath.SkipDir
 	})
 	return found
 }
