@@ -30,7 +30,9 @@ func newV2(name string, opts Options) (Run, error) {
 	res := &cgroup2.Resources{}
 	if lim.Memory > 0 {
 		mem, noSwap, group := lim.Memory, int64(0), true
-		// oom.group: an OOM kills the whole run, not one random process.
+		// oom.group: an OOM kills the whole run, init included, so the
+		// verdict comes from memory.events (see nsjail's judge), and no
+		// half-killed tree goes on running.
 		res.Memory = &cgroup2.Memory{Max: &mem, Swap: &noSwap, OOMGroup: &group}
 	}
 	if lim.CPUs > 0 {
@@ -71,7 +73,7 @@ func v2Parent(requested string, controllers []string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find own cgroup v2: %w", err)
 	}
-	if own == "/" || len(controllers) == 0 {
+	if (own == "/" && isHierarchyRoot()) || len(controllers) == 0 {
 		return own, nil
 	}
 	if err := enableControllers(own, controllers); err == nil {
@@ -98,9 +100,19 @@ func v2Parent(requested string, controllers []string) (string, error) {
 	return own, nil
 }
 
+// isHierarchyRoot reports whether the cgroup mounted at mountRoot is the
+// real root of the hierarchy, which may hold processes and still enable
+// controllers. In a container's cgroup namespace "/" is the container's
+// group instead: an ordinary group, bound by the no-internal-processes
+// rule, and (unlike the root) it has a cgroup.type file.
+func isHierarchyRoot() bool {
+	return !fileExists(filepath.Join(mountRoot, "cgroup.type"))
+}
+
 func delegationError(group string, err error) error {
 	return fmt.Errorf("cgroup v2 group %s cannot give memory/cpu/pids limits to child groups (%v): "+
-		"run microbox in a cgroup delegated to it that holds no other processes (systemd: Delegate=yes), or pass --cgroup-parent", group, err)
+		"run microbox in a cgroup delegated to it that holds no other processes (systemd: Delegate=yes), "+
+		"or pass a delegated group as --cgroup-parent, or pass --no-cgroup to run without limits", group, err)
 }
 
 // enableControllers writes "+ctrl ..." to group's subtree_control.

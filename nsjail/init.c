@@ -436,6 +436,13 @@ static void start_program(struct program *prog, int errpipe)
 	// must write its own /proc/self/uid_map, which a non-dumpable process
 	// whose memory dates from the host's user namespace may not.
 	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	// Under memory pressure the OOM killer must pick the program (and what
+	// it forks, which inherits this), never the jail's tiny inits: raising
+	// one's own score needs no privilege.
+	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (oom < 0 || write(oom, "1000", 4) != 4)
+		die("raise oom_score_adj");
+	close(oom);
 	if (setsid() < 0) // no controlling terminal: TIOCSTI (CVE-2017-5226)
 		die("setsid");
 	close_extra_fds();

@@ -173,6 +173,9 @@ func (sv *supervisor) supervise(ctx context.Context, events <-chan event, stdout
 		select {
 		case ev, ok := <-events:
 			if !ok {
+				if sv.started != 0 && sv.exited == 0 {
+					sv.exited = monotonic() // ended unreported (e.g. a group OOM kill)
+				}
 				return // the init has ended
 			}
 			sv.record(ev)
@@ -305,12 +308,19 @@ func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *Result {
 		r.Status, r.Limit = StatusTimeout, sv.killedFor
 	case sv.killedFor == LimitStdout || sv.killedFor == LimitStderr:
 		r.Status, r.Limit = StatusOutputLimit, sv.killedFor
+	case sv.oomKilled:
+		// With memory.oom.group (v2) the kernel kills the init too, so
+		// there may be no exit status: the cgroup's record decides.
+		if sv.gotExit {
+			r.setExit(sv.status)
+		} else {
+			sig := "SIGKILL"
+			r.Signal = &sig
+		}
+		r.Status, r.Limit = StatusMemory, LimitMemory
 	case !sv.gotExit:
 		msg := fmt.Sprintf("the jail's init ended without reporting the program's status (%v)", waitErr)
 		r.Status, r.Error = StatusSandboxError, &msg
-	case sv.oomKilled:
-		r.setExit(sv.status)
-		r.Status, r.Limit = StatusMemory, LimitMemory
 	default:
 		r.setExit(sv.status)
 	}

@@ -1,0 +1,1015 @@
+// Command bench measures what one `microbox exec` costs on top of starting
+// bare Python, and how it compares with other ways of sandboxing a process.
+//
+// It times `microbox exec --mem 256M --timeout 5s -c 'print(1)'` (every
+// layer on) against `/usr/bin/python3 -c 'print(1)'` and against peers with
+// comparable isolation (bubblewrap, `unshare` alone, firejail when it is
+// installed), interleaving the variants so that load on the machine hits
+// them alike. It reports latency serially and under concurrency, the
+// resident memory of microbox's supervisor and init, and the median time of
+// each set-up phase from `microbox exec --json --trace`.
+//
+// The Markdown report replaces the section between the bench markers of
+// BENCHMARKS.md. Run it from the repository root after building microbox:
+//
+//	go build -o bin/microbox ./cmd/microbox
+//	go run ./scripts/bench -n 200
+//	go run ./scripts/bench -quick            # a smoke run for CI
+//
+// It only reports: it never fails because something is slow. It exits 1
+// only when bare Python or microbox cannot be run at all, or a measured
+// run fails; a peer that is missing or does not work is reported as
+// skipped.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	startMarker = "<!-- bench:start -->"
+	endMarker   = "<!-- bench:end -->"
+	program     = "print(1)"
+	wantStdout  = "1\n"
+	sleeper     = "import time; time.sleep(0.5)"
+)
+
+// config is the command line.
+type config struct {
+	n, parallelN, warmup, traceN, memN int
+	parallel                           []int
+	microbox, python, out, jsonOut     string
+	timeout                            time.Duration
+	quick                              bool
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	rep, err := run(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if len(rep.Failures) > 0 {
+		fmt.Fprintf(os.Stderr, "bench: %d measured runs failed (see the report)\n", len(rep.Failures))
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (*config, error) {
+	cfg := &config{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&cfg.n, "n", 200, "serial runs per variant")
+	parallel := fs.String("parallel", "2,8", "concurrent workers to measure, comma-separated (empty: none)")
+	fs.IntVar(&cfg.parallelN, "parallel-n", 50, "runs per variant per worker in parallel mode")
+	fs.IntVar(&cfg.warmup, "warmup", 10, "warm-up rounds before measuring (not recorded)")
+	fs.IntVar(&cfg.traceN, "trace-n", 30, "traced microbox runs for the phase breakdown")
+	fs.IntVar(&cfg.memN, "mem-n", 5, "sampled runs for the memory measurement")
+	fs.StringVar(&cfg.microbox, "microbox", "bin/microbox", "microbox binary")
+	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "bare Python interpreter (not a pyenv shim)")
+	fs.StringVar(&cfg.out, "out", "BENCHMARKS.md", "Markdown file whose bench section is replaced (empty: none)")
+	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
+	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "limit on any one command")
+	fs.BoolVar(&cfg.quick, "quick", false, "small counts for a smoke run (explicit flags still win)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if cfg.quick {
+		applyQuick(cfg, fs)
+	}
+	var err error
+	if cfg.parallel, err = parseInts(*parallel); err != nil {
+		return nil, fmt.Errorf("-parallel: %w", err)
+	}
+	if cfg.n < 1 || cfg.parallelN < 1 || cfg.warmup < 0 || cfg.traceN < 0 || cfg.memN < 0 {
+		return nil, errors.New("-n and -parallel-n must be at least 1; the other counts not negative")
+	}
+	return cfg, nil
+}
+
+// applyQuick lowers every count the command line did not set.
+func applyQuick(cfg *config, fs *flag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	quick := map[string]*int{"n": &cfg.n, "parallel-n": &cfg.parallelN, "warmup": &cfg.warmup, "trace-n": &cfg.traceN, "mem-n": &cfg.memN}
+	small := map[string]int{"n": 10, "parallel-n": 5, "warmup": 2, "trace-n": 5, "mem-n": 1}
+	for name, p := range quick {
+		if !set[name] {
+			*p = small[name]
+		}
+	}
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// report is everything one benchmark run found; it is also the -json output.
+type report struct {
+	Date     string          `json:"date"`
+	Command  string          `json:"command"`
+	Machine  machine         `json:"machine"`
+	Config   map[string]any  `json:"config"`
+	Variants []*variant      `json:"variants"`
+	Serial   []row           `json:"serial"`
+	Parallel []parallelBlock `json:"parallel"`
+	Memory   *memReport      `json:"memory,omitempty"`
+	Trace    *traceReport    `json:"trace,omitempty"`
+	Failures []string        `json:"failures,omitempty"`
+}
+
+func run(cfg *config) (*report, error) {
+	rep := &report{
+		Date:    time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		Command: commandLine(),
+		Machine: describeMachine(cfg.python),
+		Config: map[string]any{"n": cfg.n, "parallel": cfg.parallel, "parallel_n": cfg.parallelN,
+			"warmup": cfg.warmup, "trace_n": cfg.traceN, "mem_n": cfg.memN},
+	}
+	vs, err := variants(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep.Variants = vs
+	live := probe(vs, cfg.timeout)
+	if len(live) < 2 || live[0].Name != "python" || live[1].Name != "microbox" {
+		for _, v := range vs {
+			if v.Skipped != "" {
+				fmt.Fprintf(os.Stderr, "bench: %s: %s\n", v.Name, v.Skipped)
+			}
+		}
+		return nil, errors.New("bare python and microbox must both work")
+	}
+	rep.Serial = measureSerial(cfg, live, rep)
+	for _, w := range cfg.parallel {
+		rep.Parallel = append(rep.Parallel, measureParallel(cfg, live, w, rep))
+	}
+	rep.Memory = measureMemory(cfg, rep)
+	rep.Trace = measureTrace(cfg, rep)
+	rep.Machine.LoadAfter = loadAverage()
+	return rep, publish(cfg, rep)
+}
+
+// publish prints the report and writes it where the flags say.
+func publish(cfg *config, rep *report) error {
+	md := render(rep)
+	fmt.Print(md)
+	if cfg.out != "" {
+		if err := writeSection(cfg.out, md); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "bench: wrote", cfg.out)
+	}
+	if cfg.jsonOut != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "bench: wrote", cfg.jsonOut)
+	}
+	return nil
+}
+
+// commandLine is how this run was started, for the report.
+func commandLine() string {
+	parts := []string{"go run ./scripts/bench"}
+	for _, a := range os.Args[1:] {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,/:") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ---------------------------------------------------------------------------
+// Variants
+
+// variant is one way of running the program.
+type variant struct {
+	Name    string   `json:"name"`
+	Argv    []string `json:"argv"`
+	Skipped string   `json:"skipped,omitempty"` // why it was not measured
+}
+
+// variants lists bare Python first and microbox second; the peers follow.
+func variants(cfg *config) ([]*variant, error) {
+	mb, err := filepath.Abs(cfg.microbox)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(mb); err != nil {
+		return nil, fmt.Errorf("%v (build it first: make build)", err)
+	}
+	py := cfg.python
+	vs := []*variant{
+		{Name: "python", Argv: []string{py, "-c", program}},
+		{Name: "microbox", Argv: []string{mb, "exec", "--mem", "256M", "--timeout", "5s", "-c", program}},
+		peer("bwrap", []string{"--unshare-all", "--die-with-parent", "--new-session",
+			"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+			"--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+			py, "-c", program}),
+		peer("unshare", []string{"-Urnmpiuf", "--mount-proc", py, "-c", program}),
+		peer("firejail", []string{"--quiet", "--noprofile", "--net=none", "--private", "--private-dev",
+			"--private-tmp", "--nogroups", "--nonewprivs", "--seccomp", py, "-c", program}),
+	}
+	return vs, nil
+}
+
+// peer resolves a peer's binary up front, so the PATH look-up is not timed.
+func peer(tool string, args []string) *variant {
+	v := &variant{Name: tool}
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		v.Skipped = "not installed"
+		v.Argv = append([]string{tool}, args...)
+		return v
+	}
+	v.Argv = append([]string{path}, args...)
+	return v
+}
+
+// probe runs every installed variant once and returns those that work.
+func probe(vs []*variant, timeout time.Duration) []*variant {
+	var live []*variant
+	for _, v := range vs {
+		if v.Skipped == "" {
+			if _, err := runOnce(v.Argv, timeout); err != nil {
+				v.Skipped = "does not run here: " + err.Error()
+			}
+		}
+		if v.Skipped != "" {
+			fmt.Fprintf(os.Stderr, "bench: skipping %s: %s\n", v.Name, v.Skipped)
+			continue
+		}
+		live = append(live, v)
+	}
+	return live
+}
+
+// runOnce runs argv with its stdout on a pipe read to the end and returns
+// the wall-clock time from start to exit; the program must print "1".
+func runOnce(argv []string, timeout time.Duration) (time.Duration, error) {
+	return timeRun(argv, timeout, wantStdout)
+}
+
+// timeRun is runOnce for any stdout: want "" accepts every output.
+func timeRun(argv []string, timeout time.Duration, want string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		return took, fmt.Errorf("%v: %s", err, lastLine(stderr.String()))
+	}
+	if want != "" && stdout.String() != want {
+		return took, fmt.Errorf("stdout %q, want %q", stdout.String(), want)
+	}
+	return took, nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// ---------------------------------------------------------------------------
+// Latency and throughput
+
+// samples collects the wall times of each variant, safe for concurrent use.
+type samples struct {
+	mu       sync.Mutex
+	ms       map[string][]float64
+	failures []string
+}
+
+func newSamples() *samples { return &samples{ms: map[string][]float64{}} }
+
+func (s *samples) add(name string, d time.Duration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.failures = append(s.failures, name+": "+err.Error())
+		return
+	}
+	s.ms[name] = append(s.ms[name], msOf(d))
+}
+
+// rounds runs every variant once per round, in the same order each round
+// but starting at variant offset; rec nil means warm-up.
+func rounds(vs []*variant, n, offset int, timeout time.Duration, rec *samples) {
+	for range n {
+		for i := range vs {
+			v := vs[(i+offset)%len(vs)]
+			d, err := runOnce(v.Argv, timeout)
+			if rec != nil {
+				rec.add(v.Name, d, err)
+			}
+		}
+	}
+}
+
+// row is one variant's latency, compared with bare Python's.
+type row struct {
+	Variant    string  `json:"variant"`
+	Stats      stats   `json:"stats"`
+	Failed     int     `json:"failed"`
+	OverMedian float64 `json:"overhead_median_ms"`
+	OverP99    float64 `json:"overhead_p99_ms"`
+	Ratio      float64 `json:"ratio_median"`
+	Throughput float64 `json:"throughput_per_s,omitempty"`
+	TputRatio  float64 `json:"throughput_ratio,omitempty"`
+}
+
+func measureSerial(cfg *config, vs []*variant, rep *report) []row {
+	fmt.Fprintf(os.Stderr, "bench: serial: %d warm-up + %d rounds of %d variants\n", cfg.warmup, cfg.n, len(vs))
+	rounds(vs, cfg.warmup, 0, cfg.timeout, nil)
+	rec := newSamples()
+	rounds(vs, cfg.n, 0, cfg.timeout, rec)
+	rep.Failures = append(rep.Failures, rec.failures...)
+	return compare(vs, rec, 1)
+}
+
+// compare turns samples into rows; with workers > 0 it adds throughput.
+func compare(vs []*variant, rec *samples, workers int) []row {
+	base := summarize(rec.ms["python"])
+	var rows []row
+	for _, v := range vs {
+		st := summarize(rec.ms[v.Name])
+		r := row{Variant: v.Name, Stats: st, Failed: countPrefix(rec.failures, v.Name+": "),
+			OverMedian: st.Median - base.Median, OverP99: st.P99 - base.P99, Ratio: st.Median / base.Median}
+		// Each worker runs the variants back to back, so a variant alone
+		// would complete workers runs per mean wall time.
+		r.Throughput = float64(workers) / (st.Mean / 1000)
+		r.TputRatio = base.Mean / st.Mean
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func countPrefix(list []string, prefix string) int {
+	n := 0
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// parallelBlock is one concurrency level.
+type parallelBlock struct {
+	Workers   int     `json:"workers"`
+	ElapsedS  float64 `json:"elapsed_s"`
+	TotalRate float64 `json:"all_variants_per_s"`
+	Rows      []row   `json:"rows"`
+}
+
+func measureParallel(cfg *config, vs []*variant, workers int, rep *report) parallelBlock {
+	fmt.Fprintf(os.Stderr, "bench: parallel: %d workers × (%d warm-up + %d rounds)\n",
+		workers, min(cfg.warmup, 2), cfg.parallelN)
+	rec := newSamples()
+	var warm, done sync.WaitGroup
+	warm.Add(workers)
+	gate := make(chan struct{})
+	var start time.Time
+	for w := range workers {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			rounds(vs, min(cfg.warmup, 2), w, cfg.timeout, nil)
+			warm.Done()
+			<-gate // every worker is warm before the clock starts
+			rounds(vs, cfg.parallelN, w, cfg.timeout, rec)
+		}()
+	}
+	warm.Wait()
+	start = time.Now()
+	close(gate)
+	done.Wait()
+	elapsed := time.Since(start).Seconds()
+	rep.Failures = append(rep.Failures, rec.failures...)
+	total := workers * cfg.parallelN * len(vs)
+	return parallelBlock{Workers: workers, ElapsedS: elapsed, TotalRate: float64(total) / elapsed,
+		Rows: compare(vs, rec, workers)}
+}
+
+// stats summarizes wall times in milliseconds.
+type stats struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median_ms"`
+	P90    float64 `json:"p90_ms"`
+	P99    float64 `json:"p99_ms"`
+	Mean   float64 `json:"mean_ms"`
+	Min    float64 `json:"min_ms"`
+	Max    float64 `json:"max_ms"`
+}
+
+func summarize(ms []float64) stats {
+	if len(ms) == 0 {
+		nan := math.NaN()
+		return stats{Median: nan, P90: nan, P99: nan, Mean: nan, Min: nan, Max: nan}
+	}
+	s := slices.Clone(ms)
+	sort.Float64s(s)
+	sum := 0.0
+	for _, v := range s {
+		sum += v
+	}
+	return stats{N: len(s), Median: percentile(s, 0.5), P90: percentile(s, 0.9), P99: percentile(s, 0.99),
+		Mean: sum / float64(len(s)), Min: s[0], Max: s[len(s)-1]}
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func median(v []float64) float64 { return summarize(v).Median }
+
+// ---------------------------------------------------------------------------
+// Memory
+
+// memReport is the peak resident memory (VmHWM, KiB) of each process,
+// the median over the sampled runs.
+type memReport struct {
+	Runs          int     `json:"runs"`
+	Supervisor    float64 `json:"supervisor_hwm_kib"`
+	Init          float64 `json:"init_hwm_kib"`
+	InnerPython   float64 `json:"sandboxed_python_hwm_kib"`
+	BarePrint     float64 `json:"bare_python_print_hwm_kib"`
+	BareSleep     float64 `json:"bare_python_sleep_hwm_kib"`
+	InitName      string  `json:"init_comm"`
+	SamplingError string  `json:"error,omitempty"`
+}
+
+// procPeak is what one sampled microbox run showed.
+type procPeak struct {
+	sup, init, inner float64
+	initComm         string
+}
+
+func measureMemory(cfg *config, rep *report) *memReport {
+	if cfg.memN == 0 {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "bench: memory: %d sampled runs\n", cfg.memN)
+	m := &memReport{}
+	var sup, ini, inner, bp, bs []float64
+	for range cfg.memN {
+		p, err := sampleMicrobox(cfg)
+		if errors.Is(err, errUnseen) {
+			m.SamplingError = err.Error() // a miss of the sampler, not of microbox
+			continue
+		}
+		if err != nil {
+			rep.Failures = append(rep.Failures, "memory: "+err.Error())
+			continue
+		}
+		sup, ini, inner = append(sup, p.sup), append(ini, p.init), append(inner, p.inner)
+		m.InitName = p.initComm
+		bp = append(bp, rusageKiB(cfg, program))
+		bs = append(bs, rusageKiB(cfg, sleeper))
+	}
+	m.Runs = len(sup)
+	m.Supervisor, m.Init, m.InnerPython = median(sup), median(ini), median(inner)
+	m.BarePrint, m.BareSleep = median(bp), median(bs)
+	return m
+}
+
+var errUnseen = errors.New("the sampler never saw the init and its program in /proc")
+
+// sampleMicrobox runs the sleeper under microbox and polls /proc for the
+// supervisor, its direct child (the init) and the init's child (Python).
+func sampleMicrobox(cfg *config) (procPeak, error) {
+	mb, _ := filepath.Abs(cfg.microbox)
+	cmd := exec.Command(mb, "exec", "--mem", "256M", "--timeout", "5s", "-c", sleeper)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return procPeak{}, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var p procPeak
+	initPid := 0
+	for {
+		select {
+		case err := <-done:
+			if err == nil && (p.init == 0 || p.inner == 0) {
+				err = errUnseen
+			}
+			return p, err
+		case <-tick.C:
+			initPid = observe(cmd.Process.Pid, initPid, &p)
+		}
+	}
+}
+
+// observe samples the supervisor, the init and the program once and
+// returns the init's pid, once it is known.
+func observe(sup, initPid int, p *procPeak) int {
+	p.sup = max(p.sup, hwm(sup))
+	if initPid == 0 {
+		if initPid = execdChild(sup); initPid == 0 {
+			return 0
+		}
+		p.initComm = comm(initPid)
+	}
+	p.init = max(p.init, hwm(initPid))
+	for _, k := range childrenOf(initPid) {
+		p.inner = max(p.inner, hwm(k))
+	}
+	return initPid
+}
+
+// execdChild is the child of sup that has exec'd, 0 while there is none.
+// A child that has not is a fork of the supervisor, showing its memory:
+// the init before its exec, or the child Go's os package starts once to
+// check that pidfds work.
+func execdChild(sup int) int {
+	own := comm(sup)
+	for _, k := range childrenOf(sup) {
+		if c := comm(k); c != "" && c != own {
+			return k
+		}
+	}
+	return 0
+}
+
+// hwm is a process's VmHWM in KiB, 0 when it cannot be read.
+func hwm(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
+
+// childrenOf scans /proc for processes whose parent is pid.
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var kids []int
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name is in parentheses and may hold spaces.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			kids = append(kids, child)
+		}
+	}
+	return kids
+}
+
+// rusageKiB is bare Python's own peak RSS for code, from wait4's rusage:
+// Python has no children, so it is exactly its VmHWM.
+func rusageKiB(cfg *config, code string) float64 {
+	cmd := exec.Command(cfg.python, "-c", code)
+	if err := cmd.Run(); err != nil {
+		return math.NaN()
+	}
+	return float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+}
+
+// ---------------------------------------------------------------------------
+// Trace
+
+// traceReport is the median timeline of a microbox run.
+type traceReport struct {
+	Runs     int        `json:"runs"`
+	Phases   []phaseRow `json:"phases"`
+	Full     parts      `json:"full"`
+	NoCgroup parts      `json:"no_cgroup"`
+	Start    float64    `json:"binary_start_ms"`
+	Bare     float64    `json:"bare_python_ms"`
+}
+
+// parts splits the median wall time of one traced command.
+type parts struct {
+	Total   float64 `json:"total_wall_ms"`
+	Setup   float64 `json:"setup_time_ms"`
+	Program float64 `json:"wall_time_ms"`
+	Outside float64 `json:"outside_ms"`
+}
+
+type phaseRow struct {
+	Name  string  `json:"name"`
+	At    float64 `json:"at_ms"`
+	Delta float64 `json:"delta_ms"`
+}
+
+// traced is the part of microbox's JSON result the trace needs.
+type traced struct {
+	Status  string  `json:"status"`
+	Error   *string `json:"error"`
+	Stdout  string  `json:"stdout"`
+	Setup   float64 `json:"setup_time_ms"`
+	Program float64 `json:"wall_time_ms"`
+	Trace   []struct {
+		Name string  `json:"name"`
+		At   float64 `json:"at_ms"`
+	} `json:"trace"`
+}
+
+func measureTrace(cfg *config, rep *report) *traceReport {
+	if cfg.traceN == 0 {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "bench: trace: %d traced runs (with and without cgroup)\n", cfg.traceN)
+	mb, _ := filepath.Abs(cfg.microbox)
+	traceArgs := []string{mb, "exec", "--json", "--trace", "--timeout", "5s"}
+	full := &series{argv: append(slices.Clone(traceArgs), "--mem", "256M", "-c", program)}
+	noCg := &series{argv: append(slices.Clone(traceArgs), "--no-cgroup", "-c", program)}
+	bare := []string{cfg.python, "-c", program}
+	help := []string{mb, "exec", "--help"} // the binary's start alone
+	var bares, starts []float64
+	for range cfg.traceN {
+		full.run(cfg.timeout, rep)
+		noCg.run(cfg.timeout, rep)
+		if d, err := runOnce(bare, cfg.timeout); err == nil {
+			bares = append(bares, msOf(d))
+		}
+		if d, err := timeRun(help, cfg.timeout, ""); err == nil {
+			starts = append(starts, msOf(d))
+		}
+	}
+	if len(full.runs) == 0 {
+		return nil
+	}
+	return &traceReport{Runs: len(full.runs), Phases: timeline(full.runs), Full: full.parts(),
+		NoCgroup: noCg.parts(), Bare: median(bares), Start: median(starts)}
+}
+
+// series collects the traced runs of one command line.
+type series struct {
+	argv   []string
+	runs   []traced
+	totals []float64 // wall ms measured from outside
+}
+
+func (s *series) run(timeout time.Duration, rep *report) {
+	t, took, err := runTraced(s.argv, timeout)
+	if err != nil {
+		rep.Failures = append(rep.Failures, "trace: "+err.Error())
+		return
+	}
+	s.runs, s.totals = append(s.runs, t), append(s.totals, took)
+}
+
+// parts is the median split of the series' wall time: what microbox
+// reports (set-up, program) and the rest, spent outside nsjail.Run.
+func (s *series) parts() parts {
+	var setups, programs, outside []float64
+	for i, r := range s.runs {
+		setups, programs = append(setups, r.Setup), append(programs, r.Program)
+		outside = append(outside, s.totals[i]-r.Setup-r.Program)
+	}
+	return parts{Total: median(s.totals), Setup: median(setups), Program: median(programs), Outside: median(outside)}
+}
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// runTraced runs one traced microbox and returns its result and wall ms.
+func runTraced(argv []string, timeout time.Duration) (traced, float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	start := time.Now()
+	err := cmd.Run()
+	took := float64(time.Since(start)) / float64(time.Millisecond)
+	var t traced
+	if jerr := json.Unmarshal(out.Bytes(), &t); jerr != nil {
+		return t, took, fmt.Errorf("%v, bad JSON result: %w", err, jerr)
+	}
+	if err != nil || t.Status != "ok" || t.Stdout != wantStdout {
+		why := ""
+		if t.Error != nil {
+			why = ": " + *t.Error
+		}
+		return t, took, fmt.Errorf("status %q, stdout %q%s", t.Status, t.Stdout, why)
+	}
+	return t, took, nil
+}
+
+// timeline takes the median of each phase's time and of the gap since the
+// phase before it, in the order of the first run, then adds the program's
+// start and exit from setup_time_ms and wall_time_ms.
+func timeline(runs []traced) []phaseRow {
+	var names []string
+	for _, p := range runs[0].Trace {
+		names = append(names, p.Name)
+	}
+	names = append(names, "program started", "program exited")
+	at := map[string][]float64{}
+	delta := map[string][]float64{}
+	for _, r := range runs {
+		times := map[string]float64{"program started": r.Setup, "program exited": r.Setup + r.Program}
+		for _, p := range r.Trace {
+			times[p.Name] = p.At
+		}
+		prev := 0.0
+		for _, n := range names {
+			if v, ok := times[n]; ok {
+				at[n] = append(at[n], v)
+				delta[n] = append(delta[n], v-prev)
+				prev = v
+			}
+		}
+	}
+	var rows []phaseRow
+	for _, n := range names {
+		rows = append(rows, phaseRow{Name: n, At: median(at[n]), Delta: median(delta[n])})
+	}
+	return rows
+}
+
+// ---------------------------------------------------------------------------
+// Machine
+
+type machine struct {
+	CPU        string `json:"cpu"`
+	NProc      int    `json:"nproc"`
+	Kernel     string `json:"kernel"`
+	Cgroup     string `json:"cgroup"`
+	Go         string `json:"go"`
+	Python     string `json:"python"`
+	LoadBefore string `json:"load_before"`
+	LoadAfter  string `json:"load_after"`
+}
+
+func describeMachine(python string) machine {
+	m := machine{CPU: cpuModel(), NProc: runtime.NumCPU(), Kernel: readTrim("/proc/sys/kernel/osrelease"),
+		Cgroup: cgroupMode(), Go: runtime.Version(), LoadBefore: loadAverage()}
+	if out, err := exec.Command(python, "--version").CombinedOutput(); err == nil {
+		m.Python = python + " (" + strings.TrimSpace(string(out)) + ")"
+	}
+	return m
+}
+
+func readTrim(path string) string {
+	b, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(b))
+}
+
+func cpuModel() string {
+	for _, line := range strings.Split(readTrim("/proc/cpuinfo"), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func loadAverage() string {
+	f := strings.Fields(readTrim("/proc/loadavg"))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// cgroupMode tells unified v2 from v1, and v1 with a v2 hierarchy (hybrid).
+func cgroupMode() string {
+	const cgroup2Magic = 0x63677270
+	var st syscall.Statfs_t
+	if syscall.Statfs("/sys/fs/cgroup", &st) != nil {
+		return "unknown"
+	}
+	if st.Type == cgroup2Magic {
+		return "v2 (unified)"
+	}
+	if syscall.Statfs("/sys/fs/cgroup/unified", &st) == nil && st.Type == cgroup2Magic {
+		return "v1 (hybrid)"
+	}
+	return "v1 (legacy)"
+}
+
+// ---------------------------------------------------------------------------
+// Markdown
+
+func render(rep *report) string {
+	var b strings.Builder
+	renderHeader(&b, rep)
+	renderSerial(&b, rep)
+	for _, p := range rep.Parallel {
+		renderParallel(&b, p)
+	}
+	renderMemory(&b, rep.Memory)
+	renderTrace(&b, rep.Trace)
+	renderFailures(&b, rep.Failures)
+	return b.String()
+}
+
+func renderHeader(b *strings.Builder, rep *report) {
+	m := rep.Machine
+	fmt.Fprintf(b, "## Start-up overhead (%s)\n\n", rep.Date)
+	fmt.Fprintf(b, "Produced by `%s`.\n\n", rep.Command)
+	fmt.Fprintf(b, "- CPU: %s, %d CPUs; kernel %s; cgroup %s\n", m.CPU, m.NProc, m.Kernel, m.Cgroup)
+	fmt.Fprintf(b, "- %s; bench built with %s\n", m.Python, m.Go)
+	fmt.Fprintf(b, "- load average before/after: %s / %s\n", m.LoadBefore, m.LoadAfter)
+	b.WriteString("- program: `print(1)`; wall clock from fork to exit, stdout read to the end; " +
+		"variants interleaved round by round after warm-up\n\n")
+	b.WriteString("| variant | command |\n|---|---|\n")
+	for _, v := range rep.Variants {
+		cmd := "`" + strings.Join(quoteAll(v.Argv), " ") + "`"
+		if v.Skipped != "" {
+			cmd += " — **skipped**: " + v.Skipped
+		}
+		fmt.Fprintf(b, "| %s | %s |\n", v.Name, cmd)
+	}
+	b.WriteString("\n")
+}
+
+func quoteAll(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = shellQuote(a)
+	}
+	return out
+}
+
+func renderSerial(b *strings.Builder, rep *report) {
+	n := 0
+	if len(rep.Serial) > 0 {
+		n = rep.Serial[0].Stats.N
+	}
+	fmt.Fprintf(b, "### Serial (%d runs per variant)\n\n", n)
+	b.WriteString("Goal: microbox ≤ +3 ms median and ≤ +10 ms p99 over bare python.\n\n")
+	b.WriteString("| variant | n | failed | median ms | p90 ms | p99 ms | mean ms | Δ median ms | Δ p99 ms | × median |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range rep.Serial {
+		s := r.Stats
+		fmt.Fprintf(b, "| %s | %d | %d | %.2f | %.2f | %.2f | %.2f | %+.2f | %+.2f | %.2f |\n",
+			r.Variant, s.N, r.Failed, s.Median, s.P90, s.P99, s.Mean, r.OverMedian, r.OverP99, r.Ratio)
+	}
+	b.WriteString("\n")
+}
+
+func renderParallel(b *strings.Builder, p parallelBlock) {
+	fmt.Fprintf(b, "### Parallel, %d workers (%d runs per variant, %.1f s, %.1f runs/s of all variants)\n\n",
+		p.Workers, p.Rows[0].Stats.N, p.ElapsedS, p.TotalRate)
+	b.WriteString("Throughput is per variant as if run alone: workers ÷ mean wall time.\n\n")
+	b.WriteString("| variant | failed | median ms | p99 ms | mean ms | runs/s | × python runs/s |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range p.Rows {
+		s := r.Stats
+		fmt.Fprintf(b, "| %s | %d | %.2f | %.2f | %.2f | %.1f | %.2f |\n",
+			r.Variant, r.Failed, s.Median, s.P99, s.Mean, r.Throughput, r.TputRatio)
+	}
+	b.WriteString("\n")
+}
+
+func renderMemory(b *strings.Builder, m *memReport) {
+	if m == nil {
+		return
+	}
+	fmt.Fprintf(b, "### Memory (peak RSS, VmHWM, median of %d runs)\n\n", m.Runs)
+	fmt.Fprintf(b, "microbox runs `%s`; /proc is sampled every 5 ms. "+
+		"Bare python's figures are wait4's ru_maxrss.\n\n", sleeper)
+	b.WriteString("| process | VmHWM KiB |\n|---|--:|\n")
+	fmt.Fprintf(b, "| microbox supervisor | %.0f |\n", m.Supervisor)
+	fmt.Fprintf(b, "| microbox init (comm `%s`) | %.0f |\n", m.InitName, m.Init)
+	fmt.Fprintf(b, "| python inside microbox (sleep) | %.0f |\n", m.InnerPython)
+	fmt.Fprintf(b, "| bare python `print(1)` | %.0f |\n", m.BarePrint)
+	fmt.Fprintf(b, "| bare python (sleep) | %.0f |\n", m.BareSleep)
+	fmt.Fprintf(b, "| **supervisor + init beyond python** | **%.0f** (%.0f%% of bare `print(1)`) |\n\n",
+		m.Supervisor+m.Init, 100*(m.Supervisor+m.Init)/m.BarePrint)
+	if m.SamplingError != "" {
+		fmt.Fprintf(b, "Sampling failed at least once: %s\n\n", m.SamplingError)
+	}
+}
+
+func renderTrace(b *strings.Builder, t *traceReport) {
+	if t == nil {
+		return
+	}
+	fmt.Fprintf(b, "### Where microbox's time goes (`--json --trace`, median of %d runs)\n\n", t.Runs)
+	b.WriteString("Times are from the supervisor's start of the run (nsjail.Run); " +
+		"Δ is the median gap since the previous phase.\n\n")
+	b.WriteString("| phase | at ms | Δ ms |\n|---|--:|--:|\n")
+	for _, p := range t.Phases {
+		fmt.Fprintf(b, "| %s | %.2f | %.2f |\n", p.Name, p.At, p.Delta)
+	}
+	f, nc := t.Full, t.NoCgroup
+	b.WriteString("\n| part (median ms) | every layer | `--no-cgroup` |\n|---|--:|--:|\n")
+	fmt.Fprintf(b, "| `microbox exec --json --trace` total wall | %.2f | %.2f |\n", f.Total, nc.Total)
+	fmt.Fprintf(b, "| setup_time_ms (run start → program's execve) | %.2f | %.2f |\n", f.Setup, nc.Setup)
+	fmt.Fprintf(b, "| wall_time_ms (program's execve → exit) | %.2f | %.2f |\n", f.Program, nc.Program)
+	fmt.Fprintf(b, "| outside = total − setup − wall (process start, Go runtime, flags, cgroup GC; "+
+		"after the exit: cgroup removal, JSON, process exit) | %.2f | %.2f |\n", f.Outside, nc.Outside)
+	fmt.Fprintf(b, "| … of which the binary's start alone (`microbox exec --help` wall: exec, Go runtime, "+
+		"package inits) | %.2f | |\n", t.Start)
+	fmt.Fprintf(b, "| … the rest (cgroup GC before the run; cgroup removal, JSON and exit after it) | %.2f | %.2f |\n",
+		f.Outside-t.Start, nc.Outside-t.Start)
+	fmt.Fprintf(b, "| bare python wall, interleaved with the traced runs | %.2f | |\n\n", t.Bare)
+}
+
+func renderFailures(b *strings.Builder, fails []string) {
+	if len(fails) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "### Failed runs (%d)\n\n", len(fails))
+	for i, f := range fails {
+		if i == 10 {
+			fmt.Fprintf(b, "- … and %d more\n", len(fails)-10)
+			break
+		}
+		fmt.Fprintf(b, "- %s\n", f)
+	}
+	b.WriteString("\n")
+}
+
+// writeSection replaces the bench section of path, creating the file with a
+// short header when it is missing and appending the section when the file
+// has no markers.
+func writeSection(path, md string) error {
+	old, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		old = []byte("# Benchmarks\n\nmicrobox's start-up cost against bare Python and other sandboxes. " +
+			"The section below is generated by `go run ./scripts/bench` (see its doc comment); " +
+			"edit outside the markers.\n\n")
+	} else if err != nil {
+		return err
+	}
+	s := string(old)
+	section := startMarker + "\n" + md + endMarker
+	i, j := strings.Index(s, startMarker), strings.Index(s, endMarker)
+	if i >= 0 && j > i {
+		s = s[:i] + section + s[j+len(endMarker):]
+	} else {
+		s = strings.TrimRight(s, "\n") + "\n\n" + section + "\n"
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}

@@ -1,0 +1,339 @@
+package seccomp
+
+import (
+	"math/bits"
+	"slices"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// PolicyVersion names the revision of the default policy. Bump it whenever
+// allowlist or refusals change, so that reports and logs say which policy a
+// run had.
+const PolicyVersion = "microbox-cpython-1"
+
+// group is a set of system calls that the default policy treats alike, with
+// the reason why.
+type group struct {
+	why   string
+	names []string
+}
+
+// allowlist is what CPython 3.x, its standard library and numpy need on
+// x86_64. It started from strace -f of /usr/bin/python3 (3.11, Debian 12)
+// running testdata/python/*.py (threads, subprocess, multiprocessing,
+// asyncio, loopback sockets, sqlite3, ctypes, mmap, numpy), then took in
+// the calls newer libcs and kernels make. Calls are named, never numbered:
+// on another architecture libseccomp resolves the same names, and skips
+// those the architecture lacks (open, stat, fork, ... on aarch64, whose
+// libc uses the *at forms that are listed too).
+//
+// clone, ioctl, socket, socketpair, mknod, mknodat and personality are not
+// here: they are allowed only for some arguments (conditional, below).
+func allowlist() []group {
+	return []group{
+		{"process lifecycle; clone is conditional", []string{
+			"execve", "execveat", "exit", "exit_group", "fork", "vfork",
+			"wait4", "waitid", "kill", "tkill", "tgkill",
+			"pidfd_open", "pidfd_send_signal", "restart_syscall",
+		}},
+		{"thread and libc start-up", []string{
+			"arch_prctl", "set_tid_address", "set_robust_list",
+			"get_robust_list", "rseq", "prctl", "membarrier",
+		}},
+		{"identity; changing it needs capabilities the program lacks", []string{
+			"getpid", "getppid", "gettid", "getpgid", "getpgrp", "setpgid",
+			"getsid", "setsid", "getuid", "geteuid", "getgid", "getegid",
+			"getresuid", "getresgid", "getgroups", "setuid", "setgid",
+			"setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+			"setfsuid", "setfsgid", "capget", "capset",
+		}},
+		{"scheduling and resource limits (cgroups bound them)", []string{
+			"sched_yield", "sched_getaffinity", "sched_setaffinity",
+			"sched_getparam", "sched_setparam", "sched_getscheduler",
+			"sched_setscheduler", "sched_getattr", "sched_setattr",
+			"sched_get_priority_max", "sched_get_priority_min",
+			"sched_rr_get_interval", "getpriority", "setpriority",
+			"getrlimit", "setrlimit", "prlimit64", "getrusage", "times",
+			"getcpu", "ioprio_get", "ioprio_set",
+		}},
+		{"memory", []string{
+			"brk", "mmap", "munmap", "mprotect", "mremap", "madvise",
+			"msync", "mincore", "mlock", "mlock2", "munlock", "mlockall",
+			"munlockall", "memfd_create", "pkey_alloc", "pkey_free",
+			"pkey_mprotect",
+			"map_shadow_stack", // thread stacks under CET, glibc >= 2.39
+		}},
+		{"file descriptors and I/O; ioctl is conditional", []string{
+			"read", "write", "readv", "writev", "pread64", "pwrite64",
+			"preadv", "pwritev", "preadv2", "pwritev2", "close",
+			"close_range", "dup", "dup2", "dup3", "lseek", "fcntl", "flock",
+			"fsync", "fdatasync", "sync", "syncfs", "sync_file_range",
+			"ftruncate", "truncate", "fallocate", "fadvise64", "readahead",
+			"sendfile", "copy_file_range", "splice", "tee", "vmsplice",
+			"pipe", "pipe2", "eventfd", "eventfd2",
+		}},
+		{"paths, metadata, directories; mknod is conditional", []string{
+			"open", "openat", "openat2", "creat", "stat", "fstat", "lstat",
+			"newfstatat", "statx", "statfs", "fstatfs", "access",
+			"faccessat", "faccessat2", "readlink", "readlinkat", "getdents",
+			"getdents64", "getcwd", "chdir", "fchdir", "umask", "mkdir",
+			"mkdirat", "rmdir", "rename", "renameat", "renameat2", "link",
+			"linkat", "symlink", "symlinkat", "unlink", "unlinkat", "chmod",
+			"fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "fchownat",
+			"lchown", "utime", "utimes", "futimesat", "utimensat",
+			"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr",
+			"flistxattr", "setxattr", "lsetxattr", "fsetxattr",
+			"removexattr", "lremovexattr", "fremovexattr", "inotify_init",
+			"inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+		}},
+		{"time and timers", []string{
+			"clock_gettime", "clock_getres", "clock_nanosleep",
+			"gettimeofday", "time", "nanosleep", "alarm", "getitimer",
+			"setitimer", "timer_create", "timer_settime", "timer_gettime",
+			"timer_getoverrun", "timer_delete", "timerfd_create",
+			"timerfd_settime", "timerfd_gettime",
+		}},
+		{"signals", []string{
+			"rt_sigaction", "rt_sigprocmask", "rt_sigreturn",
+			"rt_sigpending", "rt_sigsuspend", "rt_sigtimedwait",
+			"rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack",
+			"signalfd", "signalfd4", "pause",
+		}},
+		{"waiting: futexes, poll, select, epoll (asyncio)", []string{
+			"futex", "futex_waitv", "poll", "ppoll", "select", "pselect6",
+			"epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
+			"epoll_pwait", "epoll_pwait2",
+		}},
+		{"sockets; socket and socketpair are conditional", []string{
+			"bind", "connect", "listen", "accept", "accept4",
+			"getsockname", "getpeername", "getsockopt", "setsockopt",
+			"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
+			"recvmmsg", "shutdown",
+		}},
+		{"System V shared memory and semaphores, private to the IPC namespace", []string{
+			// Message queues (msg*, mq_*) are left out: neither the
+			// standard library nor numpy uses them.
+			"shmget", "shmat", "shmdt", "shmctl", "semget", "semop",
+			"semtimedop", "semctl",
+		}},
+		{"system information and self-restriction", []string{
+			"uname", "sysinfo", "getrandom", "seccomp",
+		}},
+	}
+}
+
+// refused answers EPERM, explicitly rather than by the default ENOSYS, so
+// that a program (and its libc) sees "not permitted", not "try another
+// way". These are the calls that reach into the host, other processes or
+// large kernel attack surfaces; none has a use in a Python sandbox.
+func refused() []group {
+	return []group{
+		{"other processes' memory and descriptors", []string{
+			"ptrace", "process_vm_readv", "process_vm_writev",
+			"pidfd_getfd", "process_madvise", "kcmp",
+		}},
+		{"kernel attack surface: eBPF, perf, userfaultfd, io_uring, keys", []string{
+			"bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
+			"io_uring_enter", "io_uring_register", "keyctl", "add_key",
+			"request_key", "fanotify_init", "lookup_dcookie", "modify_ldt",
+		}},
+		{"namespaces and mounts, old and new API", []string{
+			"unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+			"fsopen", "fsconfig", "fsmount", "fspick", "move_mount",
+			"open_tree", "mount_setattr", "open_by_handle_at",
+			"name_to_handle_at", "quotactl", "quotactl_fd",
+		}},
+		{"host administration: modules, kexec, power, swap, clock, hostname", []string{
+			"kexec_load", "kexec_file_load", "init_module", "finit_module",
+			"delete_module", "reboot", "swapon", "swapoff", "settimeofday",
+			"clock_settime", "clock_adjtime", "adjtimex", "acct", "syslog",
+			"iopl", "ioperm", "vhangup", "sethostname", "setdomainname",
+		}},
+		{"obsolete interfaces", []string{
+			"nfsservctl", "uselib", "_sysctl",
+		}},
+	}
+}
+
+// Constants for the conditional rules.
+const (
+	// nsFlags are the clone flags that make a new namespace. CLONE_NEWTIME
+	// (0x80) falls inside clone's exit-signal byte and cannot really be
+	// passed to clone, only to clone3; it is in the mask anyway, which
+	// costs nothing since no signal number has that bit.
+	nsFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+		unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS |
+		unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
+
+	addrNoRandomize = 0x0040000  // ADDR_NO_RANDOMIZE (not in x/sys/unix)
+	personaQuery    = 0xffffffff // personality(0xffffffff) reads
+)
+
+// conditional returns the rules for the calls that are allowed only for
+// some arguments.
+func conditional() [][]specs.LinuxSyscall {
+	return [][]specs.LinuxSyscall{
+		// glibc falls back from clone3 to clone, whose flags seccomp can
+		// see (clone3 passes them in memory). Threads, fork, vfork,
+		// posix_spawn and subprocess pass no namespace flag.
+		only("clone", 0, nsFlags, 0),
+		// TIOCSTI pushes bytes into a terminal's input and TIOCLINUX
+		// pastes the console selection: both inject commands into the
+		// caller's shell when stdin is its tty (CVE-2017-5226). The
+		// kernel reads the command as 32 bits, so the rules compare the
+		// low word only (CVE-2019-10063: a 64-bit compare misses
+		// TIOCSTI|1<<32).
+		except("ioctl", 1, 0xffffffff, unix.TIOCSTI, unix.TIOCLINUX),
+		// AF_UNIX, AF_INET and AF_INET6 only. AF_NETLINK is refused:
+		// traces of the standard library make no netlink socket, and
+		// glibc's getaddrinfo(AI_ADDRCONFIG), the one libc user of
+		// NETLINK_ROUTE, takes a refusal as "IPv4 and IPv6 both
+		// configured"; socket.if_nameindex() fails, which is acceptable.
+		// AF_PACKET, AF_VSOCK, AF_ALG, ... are refused: each is its own
+		// kernel attack surface.
+		only("socket", 0, 0xffffffff, unix.AF_UNIX, unix.AF_INET, unix.AF_INET6),
+		only("socketpair", 0, 0xffffffff, unix.AF_UNIX),
+		// FIFOs (os.mkfifo) and plain files yes, device nodes no.
+		only("mknod", 1, unix.S_IFMT, 0, unix.S_IFREG, unix.S_IFIFO),
+		only("mknodat", 2, unix.S_IFMT, 0, unix.S_IFREG, unix.S_IFIFO),
+		// personality(0) (Linux), the 0xffffffff query, and
+		// ADDR_NO_RANDOMIZE (setarch -R), which only changes the
+		// caller's own later exec layout. Any other persona, such as
+		// READ_IMPLIES_EXEC, MMAP_PAGE_ZERO (a help to kernel
+		// NULL-dereference exploits) or the 32-bit ones, meets the
+		// default ENOSYS rather than EPERM: covering "all other values"
+		// takes some 80 rules and doubles Compile's time, and CPython
+		// never calls personality.
+		allowIf("personality", 0, 0xffffffff, 0, addrNoRandomize, personaQuery),
+	}
+}
+
+// Default returns microbox's curated CPython allowlist: the calls listed by
+// allowlist() are allowed, those listed by refused() answer EPERM, the
+// conditional ones depend on their arguments, clone3 answers ENOSYS (so
+// that glibc falls back to clone), and any other call answers ENOSYS, so
+// that libc falls back as it does on an older kernel.
+func Default() *Policy {
+	enosys := uint(unix.ENOSYS)
+	var rules []specs.LinuxSyscall
+	for _, g := range allowlist() {
+		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActAllow})
+	}
+	for _, g := range refused() {
+		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActErrno, ErrnoRet: eperm()})
+	}
+	rules = append(rules, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	for _, c := range conditional() {
+		rules = append(rules, c...)
+	}
+	return &Policy{
+		Name: PolicyVersion,
+		Spec: specs.LinuxSeccomp{
+			DefaultAction:   specs.ActErrno,
+			DefaultErrnoRet: &enosys,
+			Syscalls:        rules,
+		},
+	}
+}
+
+func eperm() *uint {
+	e := uint(unix.EPERM)
+	return &e
+}
+
+// allowIf allows call name when the 32-bit word arg&mask is one of values;
+// other values meet the default action.
+func allowIf(name string, arg uint, mask uint32, values ...uint32) []specs.LinuxSyscall {
+	var rules []specs.LinuxSyscall
+	for _, v := range values {
+		rules = append(rules, masked(name, specs.ActAllow, arg, mask, v))
+	}
+	return rules
+}
+
+// only allows call name when the 32-bit word arg&mask is one of values and
+// refuses it with EPERM otherwise.
+func only(name string, arg uint, mask uint32, values ...uint32) []specs.LinuxSyscall {
+	return split(name, arg, mask, values, specs.ActAllow, specs.ActErrno)
+}
+
+// except refuses call name with EPERM when the 32-bit word arg&mask is one
+// of values and allows it otherwise.
+func except(name string, arg uint, mask uint32, values ...uint32) []specs.LinuxSyscall {
+	return split(name, arg, mask, values, specs.ActErrno, specs.ActAllow)
+}
+
+// split returns rules for call name that send the 32-bit word arg&mask to
+// listedAction when it is one of listed and to restAction otherwise.
+//
+// Why not one broad rule plus exceptions: libseccomp lets an unconditional
+// rule swallow the conditional ones of the same call (and folds a mask-0
+// condition into an unconditional rule), and the order in which it tries
+// overlapping conditions is not specified. So the rest is covered by
+// disjoint masked-equality rules, one per bit where a word first leaves the
+// list (a prefix cover: at most 32 rules per listed value). Being disjoint,
+// no two rules can both match, and the outcome cannot depend on
+// libseccomp's rule order. Masked equality ignores the upper 32 bits, as the
+// kernel does for int arguments.
+func split(name string, arg uint, mask uint32, listed []uint32, listedAction, restAction specs.LinuxSeccompAction) []specs.LinuxSyscall {
+	var rules []specs.LinuxSyscall
+	var words []uint32
+	for _, v := range listed {
+		if v &= mask; !slices.Contains(words, v) {
+			words = append(words, v)
+			rules = append(rules, masked(name, listedAction, arg, mask, v))
+		}
+	}
+	cover(mask, 0, 0, words, func(m, v uint32) {
+		rules = append(rules, masked(name, restAction, arg, m, v))
+	})
+	return rules
+}
+
+// masked is the rule "name with arg&mask == value gets action", where
+// ActErrno means EPERM.
+func masked(name string, action specs.LinuxSeccompAction, arg uint, mask, value uint32) specs.LinuxSyscall {
+	r := specs.LinuxSyscall{Names: []string{name}, Action: action, Args: []specs.LinuxSeccompArg{
+		{Index: arg, Op: specs.OpMaskedEqual, Value: uint64(mask), ValueTwo: uint64(value)},
+	}}
+	if action == specs.ActErrno {
+		r.ErrnoRet = eperm()
+	}
+	return r
+}
+
+// cover calls emit(m, v) for disjoint patterns "x&m == v" that together
+// match exactly the words x whose bits under mask are not one of values.
+// fixed and prefix are the bits already decided on the way down.
+func cover(mask, fixed, prefix uint32, values []uint32, emit func(m, v uint32)) {
+	if len(values) == 0 {
+		emit(fixed, prefix)
+		return
+	}
+	free := mask &^ fixed
+	if free == 0 {
+		return // every bit decided: this word is one of the values
+	}
+	bit := uint32(1) << (31 - bits.LeadingZeros32(free))
+	var zero, one []uint32
+	for _, v := range values {
+		if v&bit == 0 {
+			zero = append(zero, v)
+		} else {
+			one = append(one, v)
+		}
+	}
+	cover(mask, fixed|bit, prefix, zero, emit)
+	cover(mask, fixed|bit, prefix|bit, one, emit)
+}
+
+// groupNames flattens groups, for tests and reports.
+func groupNames(gs []group) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.names...)
+	}
+	return out
+}

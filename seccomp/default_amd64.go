@@ -1,0 +1,12 @@
+package seccomp
+
+import _ "embed"
+
+// embeddedDefault is Default() compiled by libseccomp (the compiler of
+// record) for x86_64, so that a run does not pay for compiling it (some
+// milliseconds of CPU). TestEmbeddedDefault fails when it no longer matches
+// Default().Compile(); `go test ./seccomp -run TestEmbeddedDefault -update`
+// rewrites it.
+//
+//go:embed default_amd64.bpf
+var embeddedDefault []byte

@@ -1,0 +1,147 @@
+// Package seccomp builds microbox's system-call filter with libseccomp.
+//
+// The sandbox runs untrusted Python. Namespaces and cgroups bound what the
+// program can reach; this filter bounds how much of the kernel it can talk
+// to, so that a kernel bug behind a rarely used system call (io_uring, bpf,
+// user namespaces, the mount API, ...) is out of the program's reach.
+//
+// A Policy is data: an OCI runtime-spec LinuxSeccomp (the format of Docker's
+// profiles), either microbox's curated CPython allowlist (Default) or a
+// profile read from a file (LoadProfile). Compile turns it into the raw
+// classic-BPF program that microbox's init loads with
+// seccomp(SECCOMP_SET_MODE_FILTER) right before it execs the interpreter;
+// Program gives the program for a mode, the default one precompiled.
+//
+// Whatever the policy, the compiled filter only admits the native
+// architecture: a system call made through another ABI (i386 int 0x80, x32)
+// kills the process, because rules written for one system-call table mean
+// nothing for another.
+package seccomp
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
+	libseccomp "github.com/seccomp/libseccomp-golang"
+)
+
+// Mode selects the filter a sandbox runs under.
+type Mode string
+
+// The modes, as written on microbox's command line.
+const (
+	ModeDefault Mode = "default" // the curated CPython allowlist
+	ModeLog     Mode = "log"     // the allowlist, refusals allowed but logged
+	ModeOff     Mode = "off"     // no filter at all
+	ModeProfile Mode = "profile" // a user's OCI/Docker JSON profile
+)
+
+// ParseMode checks that s names a mode.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeDefault, ModeLog, ModeOff, ModeProfile:
+		return m, nil
+	}
+	return "", fmt.Errorf("seccomp mode %q: want default, log, off or profile", s)
+}
+
+// ForMode returns the policy for mode m; profile is the JSON file that
+// ModeProfile reads. It returns nil, nil for ModeOff: no filter.
+func ForMode(m Mode, profile string) (*Policy, error) {
+	switch m {
+	case ModeDefault:
+		return Default(), nil
+	case ModeLog:
+		return Default().Log(), nil
+	case ModeOff:
+		return nil, nil
+	case ModeProfile:
+		return LoadProfile(profile)
+	}
+	return nil, fmt.Errorf("seccomp mode %q: want default, log, off or profile", m)
+}
+
+// Program returns the BPF program (see Compile) for mode m; profile is the
+// JSON file that ModeProfile reads. It returns nil, nil for ModeOff: no
+// filter.
+//
+// ModeDefault costs nothing on x86_64: the default policy is shipped
+// precompiled (default_amd64.bpf, the bytes Default().Compile() gives with
+// the libseccomp of record). Other architectures, and the log and profile
+// modes, compile at run time.
+//
+// A profile that cannot be read or used is reported as a *ProfileError:
+// the caller's input, not a fault of the sandbox.
+func Program(m Mode, profile string) ([]byte, error) {
+	switch m {
+	case ModeOff:
+		return nil, nil
+	case ModeDefault:
+		if embeddedDefault != nil {
+			return slices.Clone(embeddedDefault), nil
+		}
+	}
+	p, err := ForMode(m, profile)
+	if err != nil {
+		return nil, &ProfileError{Err: err}
+	}
+	return p.Compile()
+}
+
+// ProfileError is a mode or profile that cannot be used; Error is the
+// underlying error's message unchanged.
+type ProfileError struct{ Err error }
+
+func (e *ProfileError) Error() string { return e.Err.Error() }
+func (e *ProfileError) Unwrap() error { return e.Err }
+
+// Policy is a system-call filter as data.
+//
+// Spec has runc's semantics (conditions of a rule must all hold, unless
+// two are on the same argument: then each is an alternative), except
+// that only the native architecture is admitted: Spec.Architectures is not
+// used and calls through other ABIs are killed. Being OCI data, a policy
+// marshals to a profile that LoadProfile reads back.
+type Policy struct {
+	// Name says where the policy came from, for reports and logs.
+	Name string
+	// Spec holds the default action and the rules.
+	Spec specs.LinuxSeccomp
+}
+
+// Log returns a copy of p whose refusals are allowed but logged
+// (SECCOMP_RET_LOG), to author a policy: the program runs to the end and
+// the audit log lists every call the policy would have refused. Calls from
+// a foreign architecture are still killed: no CPython build makes them.
+func (p *Policy) Log() *Policy {
+	q := &Policy{Name: p.Name + " (log)", Spec: p.Spec}
+	q.Spec.DefaultAction = logged(p.Spec.DefaultAction)
+	q.Spec.DefaultErrnoRet = nil
+	q.Spec.Syscalls = make([]specs.LinuxSyscall, len(p.Spec.Syscalls))
+	for i, r := range p.Spec.Syscalls {
+		r.Action, r.ErrnoRet = logged(r.Action), nil
+		q.Spec.Syscalls[i] = r
+	}
+	return q
+}
+
+// logged maps every action but Allow to Log.
+func logged(a specs.LinuxSeccompAction) specs.LinuxSeccompAction {
+	if a == specs.ActAllow {
+		return a
+	}
+	return specs.ActLog
+}
+
+// SyscallName returns the name of system call number nr on the native
+// architecture, or "" if libseccomp does not know it. It is for reports:
+// a process killed by the filter shows the number in its siginfo and in the
+// audit log.
+func SyscallName(nr int) string {
+	name, err := libseccomp.ScmpSyscall(nr).GetName()
+	if err != nil {
+		return ""
+	}
+	return name
+}

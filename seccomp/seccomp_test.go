@@ -1,0 +1,234 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
+	libseccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+)
+
+// TestDefaultNamesKnown catches typos: Compile skips names libseccomp does
+// not know, so a misspelt call would silently fall to ENOSYS.
+func TestDefaultNamesKnown(t *testing.T) {
+	for _, r := range Default().Spec.Syscalls {
+		for _, name := range r.Names {
+			if _, err := libseccomp.GetSyscallFromName(name); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+}
+
+// TestDefaultListsDisjoint: a call is allowed, refused, or conditional,
+// never two of these (libseccomp would reject the conflict anyway).
+func TestDefaultListsDisjoint(t *testing.T) {
+	seen := map[string]string{}
+	note := func(name, where string) {
+		if prev, ok := seen[name]; ok && prev != where {
+			t.Errorf("%s is both %s and %s", name, prev, where)
+		}
+		seen[name] = where
+	}
+	for _, n := range groupNames(allowlist()) {
+		note(n, "allowed")
+	}
+	for _, n := range groupNames(refused()) {
+		note(n, "refused")
+	}
+	for _, rules := range conditional() {
+		for _, r := range rules {
+			note(r.Names[0], "conditional")
+		}
+	}
+	note("clone3", "ENOSYS")
+	for _, g := range append(allowlist(), refused()...) {
+		t.Logf("%3d  %s", len(g.names), g.why)
+	}
+	t.Logf("%d allowed, %d refused, %d conditional calls", len(groupNames(allowlist())), len(groupNames(refused())), len(conditional()))
+}
+
+// TestConditionalRules checks the argument rules in Go, without a kernel:
+// for many argument words, exactly one rule of the call matches (the
+// rules are disjoint) and its action is the intended one.
+func TestConditionalRules(t *testing.T) {
+	lo := func(x uint64) uint32 { return uint32(x) }
+	cases := []struct {
+		name    string
+		allowed func(x uint64) bool // else EPERM
+	}{
+		{"clone", func(x uint64) bool { return x&nsFlags == 0 }},
+		{"ioctl", func(x uint64) bool { return lo(x) != unix.TIOCSTI && lo(x) != unix.TIOCLINUX }},
+		{"socket", func(x uint64) bool {
+			return slices.Contains([]uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}, lo(x))
+		}},
+		{"socketpair", func(x uint64) bool { return lo(x) == unix.AF_UNIX }},
+		{"mknodat", func(x uint64) bool {
+			return slices.Contains([]uint64{0, unix.S_IFREG, unix.S_IFIFO}, x&unix.S_IFMT)
+		}},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range cases {
+		rules := conditionalRules(c.name)
+		words := []uint64{0, ^uint64(0), unix.TIOCSTI, unix.TIOCSTI | 1<<32, unix.TIOCLINUX,
+			unix.AF_PACKET, unix.AF_NETLINK, unix.AF_VSOCK, unix.AF_INET | 1<<32, unix.AF_PACKET | 1<<32,
+			unix.S_IFCHR | 0o600, unix.S_IFBLK, unix.S_IFIFO | 0o644, unix.S_IFSOCK, unix.CLONE_NEWUSER,
+			unix.CLONE_VM | unix.CLONE_THREAD | unix.CLONE_SIGHAND, unix.CLONE_NEWTIME}
+		for _, r := range rules {
+			v := uint32(r.Args[0].ValueTwo)
+			for bit := range 33 { // each rule's word and its one-bit neighbours
+				words = append(words, uint64(v)^(uint64(1)<<bit>>1))
+			}
+		}
+		for range 20000 {
+			words = append(words, rng.Uint64(), rng.Uint64()&0xffff, rng.Uint64()&0xffffffff)
+		}
+		for _, x := range words {
+			var got []specs.LinuxSeccompAction
+			for _, r := range rules {
+				if x&r.Args[0].Value == r.Args[0].ValueTwo {
+					got = append(got, r.Action)
+				}
+			}
+			want := specs.ActErrno
+			if c.allowed(x) {
+				want = specs.ActAllow
+			}
+			if len(got) != 1 || got[0] != want {
+				t.Fatalf("%s(%#x): rules say %v, want exactly [%s]", c.name, x, got, want)
+			}
+		}
+		t.Logf("%s: %d rules", c.name, len(rules))
+	}
+}
+
+func conditionalRules(name string) []specs.LinuxSyscall {
+	for _, rules := range conditional() {
+		if rules[0].Names[0] == name {
+			return rules
+		}
+	}
+	return nil
+}
+
+// TestCompileChecksArch reads the head of the program: it must load
+// seccomp_data.arch, compare it with the native AUDIT_ARCH and kill the
+// process otherwise. That is how i386 int 0x80 calls die (see also
+// TestFilterInt80Killed, which makes one).
+func TestCompileChecksArch(t *testing.T) {
+	prog, err := Default().Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prog)%8 != 0 || len(prog)/8 > 4096 {
+		t.Fatalf("%d bytes is not a loadable BPF program", len(prog))
+	}
+	t.Logf("default policy: %d BPF instructions", len(prog)/8)
+	ins := decode(prog)
+	const ldAbsW, jeqK, ret = 0x20, 0x15, 0x06
+	if ins[0].code != ldAbsW || ins[0].k != 4 { // offsetof(struct seccomp_data, arch)
+		t.Fatalf("first instruction %+v does not load the arch", ins[0])
+	}
+	if ins[1].code != jeqK || ins[1].k != nativeAuditArch(t) {
+		t.Fatalf("second instruction %+v does not compare with the native arch", ins[1])
+	}
+	miss := ins[2+int(ins[1].jf)]
+	if miss.code != ret || miss.k != unix.SECCOMP_RET_KILL_PROCESS {
+		t.Fatalf("a foreign arch meets %+v, want ret KILL_PROCESS", miss)
+	}
+}
+
+type insn struct {
+	code   uint16
+	jt, jf uint8
+	k      uint32
+}
+
+func decode(prog []byte) []insn {
+	out := make([]insn, len(prog)/8)
+	for i := range out {
+		b := prog[i*8:]
+		out[i] = insn{binary.NativeEndian.Uint16(b), b[2], b[3], binary.NativeEndian.Uint32(b[4:])}
+	}
+	return out
+}
+
+func nativeAuditArch(t *testing.T) uint32 {
+	arch, err := libseccomp.GetNativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch arch {
+	case libseccomp.ArchAMD64:
+		return unix.AUDIT_ARCH_X86_64
+	case libseccomp.ArchARM64:
+		return unix.AUDIT_ARCH_AARCH64
+	}
+	t.Skipf("no AUDIT_ARCH known for %s", arch)
+	return 0
+}
+
+func TestLogTurnsRefusalsIntoLog(t *testing.T) {
+	p := Default()
+	q := p.Log()
+	if q.Spec.DefaultAction != specs.ActLog {
+		t.Errorf("default action %s, want SCMP_ACT_LOG", q.Spec.DefaultAction)
+	}
+	for i, r := range q.Spec.Syscalls {
+		orig := p.Spec.Syscalls[i]
+		want := specs.ActLog
+		if orig.Action == specs.ActAllow {
+			want = specs.ActAllow
+		}
+		if r.Action != want || r.ErrnoRet != nil {
+			t.Fatalf("%v: %s errno %v, want %s", r.Names, r.Action, r.ErrnoRet, want)
+		}
+	}
+	if p.Spec.DefaultAction != specs.ActErrno {
+		t.Error("Log modified the original policy")
+	}
+	if _, err := q.Compile(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestModes(t *testing.T) {
+	for _, s := range []string{"default", "log", "off"} {
+		m, err := ParseMode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ForMode(m, "")
+		if (p == nil) != (m == ModeOff) || err != nil {
+			t.Errorf("ForMode(%s) = %v, %v", m, p, err)
+		}
+	}
+	if _, err := ParseMode("strict"); err == nil {
+		t.Error("ParseMode accepted strict")
+	}
+	if p, err := ForMode(ModeProfile, "testdata/deny-getpid.json"); err != nil || p == nil {
+		t.Errorf("ForMode(profile) = %v, %v", p, err)
+	}
+}
+
+func TestSyscallName(t *testing.T) {
+	if got := SyscallName(int(unix.SYS_GETPID)); got != "getpid" {
+		t.Errorf("SyscallName(SYS_GETPID) = %q", got)
+	}
+	if got := SyscallName(99999); got != "" {
+		t.Errorf("SyscallName(99999) = %q, want empty", got)
+	}
+}
+
+// BenchmarkCompile measures what the caller pays per sandbox run when it
+// compiles the default policy each time.
+func BenchmarkCompile(b *testing.B) {
+	for b.Loop() {
+		if _, err := Default().Compile(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
