@@ -2,12 +2,17 @@
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test check unit redteam humaneval bench clean
+.PHONY: all build test check unit redteam humaneval python-test test-v2 bench clean
 
 all: build
 
+# A static binary starts faster (no dynamic loader, in the supervisor and
+# again in the jail's init, which is the same binary) and runs in a bare VM.
+# netgo/osusergo keep glibc's NSS out of it.
+STATIC = -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static" -s -w'
+
 build:
-	$(GO) build -o bin/microbox ./cmd/microbox
+	$(GO) build $(STATIC) -o bin/microbox ./cmd/microbox
 
 # check: formatting and vet, cheap and first.
 check:
@@ -30,7 +35,19 @@ humaneval: build
 	$(GO) run ./scripts/humaneval -microbox bin/microbox examples
 	$(GO) run ./scripts/humaneval -microbox bin/microbox labeled
 
-test: check build unit redteam humaneval
+# python-test: the Python client (python/) with the system python3's
+# unittest, against bin/microbox; `microbox batch` and `microbox eval` are
+# tested by unit (cmd/microbox/batch_test.go, eval_test.go).
+python-test: build
+	MICROBOX=$(CURDIR)/bin/microbox /usr/bin/python3 -m unittest discover -s python/tests -v
+
+# test-v2: the cgroup v2 suite inside a VM that boots Debian's own kernel
+# under qemu (scripts/vmtest; scripts/deps installs qemu and fetches the
+# kernel package). This host is cgroup v1; that kernel is pure v2.
+test-v2:
+	$(GO) run ./scripts/vmtest
+
+test: check build unit redteam humaneval python-test test-v2
 
 bench: build
 	$(GO) run ./scripts/bench

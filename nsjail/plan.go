@@ -118,6 +118,7 @@ func buildPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
 func (p *plan) root(s *Spec, ids idMapping) error {
 	if s.RootDir != "" {
 		p.step("bind", oldRoot+s.RootDir, newRoot, bindReadOnly)
+		p.rootFilesTmpfs(s)
 		return nil
 	}
 	// A bind onto itself makes /newroot a mount point: pivot_root needs
@@ -151,8 +152,36 @@ func (p *plan) root(s *Spec, ids idMapping) error {
 	if !underTmp(s.Workdir) {
 		p.mkdirAll(s.Workdir, made)
 	}
+	p.rootFiles(s, made)
 	p.step("remount_ro", newRoot)
 	return nil
+}
+
+// rootFiles writes the spec's RootFiles into /newroot, owned by the jail's
+// root, so that the read-only remount covers them.
+func (p *plan) rootFiles(s *Spec, made map[string]bool) {
+	for _, f := range s.RootFiles {
+		p.mkdirAll(path.Dir(f.Path), made)
+		p.step("file", newRoot+f.Path, num(uint32(f.Mode.Perm())), string(f.Data))
+	}
+}
+
+// rootFilesTmpfs places RootFiles in a prepared root, which is bound
+// read-only: a tmpfs just big enough for them goes on its /run (hiding
+// what the image keeps there, which a run does not need), then is made
+// read-only itself. Nothing is mounted when there are no files.
+func (p *plan) rootFilesTmpfs(s *Spec) {
+	if len(s.RootFiles) == 0 {
+		return
+	}
+	run := path.Dir(RootFilesDir)
+	size := 64 << 10
+	for _, f := range s.RootFiles {
+		size += len(f.Data) + 4096 // a page for each file's tail
+	}
+	p.step("mount", "tmpfs", newRoot+run, "tmpfs", num(mountNoExec), fmt.Sprintf("size=%d,mode=0755", size))
+	p.rootFiles(s, map[string]bool{"/": true, run: true})
+	p.step("remount_ro", newRoot+run)
 }
 
 // mkdirAll emits mkdir steps for dir and its missing parents in /newroot.

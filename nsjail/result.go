@@ -17,6 +17,7 @@ const (
 	StatusMemory       Status = "memory"        // memory limit
 	StatusOutputLimit  Status = "output_limit"  // stdout or stderr cap
 	StatusSandboxError Status = "sandbox_error" // microbox could not set up or run the jail
+	StatusRejected     Status = "rejected"      // refused before it ran (exec --max-risk)
 )
 
 // Which limit ended a run, in Result.Limit.
@@ -54,6 +55,45 @@ type Result struct {
 	SetupTimeMs float64 `json:"setup_time_ms"`
 	// Trace lists the set-up phases (with --trace).
 	Trace []Phase `json:"trace,omitempty"`
+	// Redactions counts what --redact masked in stdout and stderr, by
+	// kind; absent when nothing was.
+	Redactions []Redaction `json:"redactions,omitempty"`
+	// Risk is the static risk report the run was judged by (--max-risk).
+	Risk *RiskReport `json:"risk,omitempty"`
+}
+
+// Redaction is one kind of secret --redact masked, and how often.
+type Redaction struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+}
+
+// RiskReport is what `microbox check` says about a program before it runs:
+// the risky constructs found, their points and the total's level.
+type RiskReport struct {
+	Score    int           `json:"score"`
+	Level    string        `json:"level"`
+	Findings []RiskFinding `json:"findings"`
+	// SyntaxError is set when the code does not parse; Score is then 0.
+	SyntaxError *SyntaxError `json:"syntax_error"`
+}
+
+// RiskFinding is one distinct risky construct: the first place it occurs
+// and how many times it does. Points count once per construct.
+type RiskFinding struct {
+	Rule   string `json:"rule"`
+	Name   string `json:"name"`
+	Points int    `json:"points"`
+	Count  int    `json:"count"`
+	Line   int    `json:"line"`
+	Col    int    `json:"col"`
+}
+
+// SyntaxError is where and why the code failed to parse.
+type SyntaxError struct {
+	Message string `json:"message"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
 }
 
 // Phase is one timed step of a run's set-up, in ms since microbox started it.
@@ -90,6 +130,7 @@ func (r *Result) setExit(ws unix.WaitStatus) {
 // Exit codes of `microbox exec` without --json for verdicts that have no
 // exit status of the program's own.
 const (
+	ExitRejected     = 121
 	ExitOutputLimit  = 122
 	ExitMemory       = 123
 	ExitTimeout      = 124
@@ -110,6 +151,8 @@ func (r *Result) ShellStatus() int {
 		return ExitMemory
 	case StatusOutputLimit:
 		return ExitOutputLimit
+	case StatusRejected:
+		return ExitRejected
 	}
 	return ExitSandboxError
 }

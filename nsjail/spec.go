@@ -36,6 +36,12 @@ type Spec struct {
 	// Files are written into the scratch area before the program starts,
 	// owned by the program's user.
 	Files []File
+	// RootFiles are placed read-only under RootFilesDir, for helpers
+	// microbox itself starts in the sandbox (the module policy's
+	// sitecustomize). In the host-derived root they are written before the
+	// root is made read-only; in a prepared root a small tmpfs is mounted
+	// on its /run for them, then made read-only. None: nothing is made.
+	RootFiles []File
 	// RootDir is a prepared root filesystem; "" means the root derived from
 	// the host's /usr.
 	RootDir string
@@ -145,7 +151,40 @@ func (s *Spec) Validate() error {
 			}
 		}
 	}
+	if err := s.validateRootFiles(); err != nil {
+		return err
+	}
 	return rootfs.CheckPython(s.RootDir, s.Argv[0])
+}
+
+// RootFilesDir is where RootFiles go: a directory the program can read
+// but not write, in either kind of root.
+const RootFilesDir = "/run/microbox"
+
+// validateRootFiles checks that RootFiles stay under RootFilesDir and that
+// a prepared root has a real /run directory to mount their tmpfs on (a
+// symlink would send the mount elsewhere).
+func (s *Spec) validateRootFiles() error {
+	for _, f := range s.RootFiles {
+		if err := checkSandboxPath("root file", f.Path); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(f.Path, RootFilesDir+"/") {
+			return fmt.Errorf("root file %s must lie under %s", f.Path, RootFilesDir)
+		}
+	}
+	run := path.Dir(RootFilesDir)
+	if len(s.RootFiles) > 0 && (s.Workdir == run || strings.HasPrefix(s.Workdir, run+"/")) {
+		// Its tmpfs would hide them: the policy would silently not load.
+		return fmt.Errorf("working directory %s would hide microbox's files in %s; use one outside %s", s.Workdir, RootFilesDir, run)
+	}
+	if s.RootDir == "" || len(s.RootFiles) == 0 {
+		return nil
+	}
+	if fi, err := os.Lstat(s.RootDir + run); err != nil || !fi.IsDir() {
+		return fmt.Errorf("rootfs %s has no %s directory to mount microbox's policy files on; create it (mkdir -p %s%s)", s.RootDir, run, s.RootDir, run)
+	}
+	return nil
 }
 
 func checkSandboxPath(what, p string) error {

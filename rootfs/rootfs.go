@@ -3,6 +3,11 @@
 // derived from the host's own Python (its /usr bound read-only, with a
 // synthesized /etc that holds no host secrets). The jail turns the
 // description into mounts; this package only decides what goes where.
+//
+// It also makes and vets prepared trees: Build bootstraps a Debian root
+// with mmdebstrap (build.go), Import unpacks a container image into one
+// without letting it write outside (image.go), and Check says whether a
+// root is usable and safe (check.go).
 package rootfs
 
 import (
@@ -106,6 +111,9 @@ func CheckPython(dir, python string) error {
 	}
 	if dir == "" {
 		return checkHostPython(python)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("rootfs %s is not a directory; build one with `microbox rootfs build %s`", dir, dir)
 	}
 	for _, d := range RequiredDirs {
 		fi, err := os.Stat(filepath.Join(dir, d))

@@ -47,6 +47,9 @@ type execFlags struct {
 	seccompMode  string
 	seccompFile  string
 	trace        bool
+	// layers are exec's policy layers (layers.go); batch and eval, which
+	// embed execFlags, do not register them.
+	layers layerFlags
 }
 
 func execCommand() *cobra.Command {
@@ -68,6 +71,16 @@ microbox exits with the program's status: its exit code, 128+N for signal N,
 	fl := c.Flags()
 	fl.BoolVar(&f.json, "json", false, "print exactly one JSON result object on stdout")
 	fl.StringVarP(&f.code, "code", "c", "", "run this code instead of a file")
+	f.sandboxFlags(c)
+	f.layers.register(c)
+	return c
+}
+
+// sandboxFlags registers the options that shape the sandbox: exec's own,
+// and the defaults every task of `microbox batch` and `microbox eval` starts
+// from, so the three commands cannot drift apart.
+func (f *execFlags) sandboxFlags(c *cobra.Command) {
+	fl := c.Flags()
 	fl.StringVar(&f.mem, "mem", "256M", "memory limit, swap off (e.g. 256M, 1g, 512MiB)")
 	fl.Float64Var(&f.cpus, "cpus", 1, "CPU bandwidth in cores (fractions allowed)")
 	fl.Int64Var(&f.pids, "pids", 128, "limit on processes and threads")
@@ -78,7 +91,7 @@ microbox exits with the program's status: its exit code, 128+N for signal N,
 	fl.StringVar(&f.workdir, "workdir", "/tmp", "working directory inside the sandbox (a scratch tmpfs)")
 	fl.StringArrayVar(&f.files, "file", nil, "copy a host file in: HOST[:SANDBOX_PATH] (repeatable)")
 	fl.StringArrayVar(&f.env, "env", nil, "add KEY=VALUE to the program's environment (repeatable)")
-	fl.StringVar(&f.rootfs, "rootfs", "", "prepared root filesystem (default: the host's /usr, read-only)")
+	fl.StringVar(&f.rootfs, "rootfs", "", "prepared root filesystem (default: $MICROBOX_ROOTFS, else /var/lib/microbox/rootfs if it exists, else the host's /usr, read-only)")
 	fl.StringVar(&f.python, "python", "/usr/bin/python3", "interpreter path inside the root")
 	fl.StringVar(&f.hostname, "hostname", "microbox", "hostname inside the sandbox")
 	fl.BoolVar(&f.noCgroup, "no-cgroup", false, "run without a cgroup: no memory, CPU or pids limits")
@@ -86,11 +99,14 @@ microbox exits with the program's status: its exit code, 128+N for signal N,
 	fl.StringVar(&f.seccompMode, "seccomp", "default", "system-call filter: default, log, off (or profile with --seccomp-profile)")
 	fl.StringVar(&f.seccompFile, "seccomp-profile", "", "OCI/Docker JSON seccomp profile to use instead of the default")
 	fl.BoolVar(&f.trace, "trace", false, "report the set-up phases with timestamps (in the JSON result, or on stderr)")
-	return c
 }
 
 func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	spec, err := f.spec(c, args)
+	if err != nil {
+		return err
+	}
+	layers, err := f.layers.prepare(c, spec, args)
 	if err != nil {
 		return err
 	}
@@ -101,7 +117,7 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	if c := spec.Cgroup; c != nil {
 		cgroup.GC(c.Parent) // runs whose supervisor was killed leave groups behind
 	}
-	res := nsjail.Run(ctx, spec)
+	res := layers.run(ctx, spec)
 	if f.json {
 		printJSON(res)
 	} else {
@@ -131,6 +147,8 @@ func report(r *nsjail.Result, trace bool) {
 		why = "signaled: the program was killed by " + *r.Signal
 	case nsjail.StatusSandboxError:
 		why = "sandbox_error: " + *r.Error
+	case nsjail.StatusRejected:
+		why = "rejected: " + *r.Error
 	}
 	if why != "" {
 		fmt.Fprintln(os.Stderr, "microbox: "+why)
@@ -139,6 +157,26 @@ func report(r *nsjail.Result, trace bool) {
 
 // spec checks every flag and turns the command line into an nsjail.Spec.
 func (f *execFlags) spec(c *cobra.Command, args []string) (*nsjail.Spec, error) {
+	s, err := f.base(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.program(c, args, s); err != nil {
+		return nil, err
+	}
+	if err := f.finish(s); err != nil {
+		return nil, err
+	}
+	if !f.json {
+		s.Stdout, s.Stderr = os.Stdout, os.Stderr
+	}
+	s.Stdin = stdin()
+	return s, nil
+}
+
+// base turns the flags that come before the program (limits, sizes, root)
+// into a spec without a program.
+func (f *execFlags) base(c *cobra.Command) (*nsjail.Spec, error) {
 	s := &nsjail.Spec{
 		Workdir:     f.workdir,
 		RootDir:     f.rootfs,
@@ -163,25 +201,20 @@ func (f *execFlags) spec(c *cobra.Command, args []string) (*nsjail.Spec, error) 
 	if err := f.limits(c, s); err != nil {
 		return nil, err
 	}
-	if f.rootfs != "" {
-		if s.RootDir, err = filepath.Abs(f.rootfs); err != nil {
-			return nil, usagef("--rootfs %s: %v", f.rootfs, err)
-		}
-	}
-	if err := f.program(c, args, s); err != nil {
+	if s.RootDir, err = resolveRootfs(f.rootfs, f.python); err != nil {
 		return nil, err
 	}
-	if s.Env, err = environment(s.Workdir, f.env); err != nil {
-		return nil, err
-	}
-	if err := f.seccomp(s); err != nil {
-		return nil, err
-	}
-	if !f.json {
-		s.Stdout, s.Stderr = os.Stdout, os.Stderr
-	}
-	s.Stdin = stdin()
 	return s, nil
+}
+
+// finish adds what comes after the program: the environment and the
+// compiled seccomp filter.
+func (f *execFlags) finish(s *nsjail.Spec) error {
+	var err error
+	if s.Env, err = environment(s.Workdir, f.env); err != nil {
+		return err
+	}
+	return f.seccomp(s)
 }
 
 // limits sets the cgroup options; with --no-cgroup, an explicitly
@@ -214,22 +247,39 @@ func (f *execFlags) limits(c *cobra.Command, s *nsjail.Spec) error {
 
 // program reads the program and its files from the host and sets argv.
 func (f *execFlags) program(c *cobra.Command, args []string, s *nsjail.Spec) error {
-	s.Argv = []string{f.python}
 	if c.Flags().Changed("code") {
-		s.Argv = append(s.Argv, "-c", f.code)
-		s.Argv = append(s.Argv, args...)
+		setCode(s, f.python, f.code, args)
 	} else {
 		if len(args) == 0 {
 			return usagef("no program: give a Python file or -c CODE (see microbox exec --help)")
 		}
-		data, err := readHostFile(args[0])
-		if err != nil {
+		if err := setFile(s, f.python, args[0], args[1:]); err != nil {
 			return err
 		}
-		dst := path.Join(s.Workdir, sandboxName(args[0]))
-		s.Files = append(s.Files, nsjail.File{Path: dst, Data: data, Mode: 0o644})
-		s.Argv = append(append(s.Argv, dst), args[1:]...)
 	}
+	return f.copyFiles(s)
+}
+
+// setCode makes the spec run code with `python -c`.
+func setCode(s *nsjail.Spec, python, code string, args []string) {
+	s.Argv = append([]string{python, "-c", code}, args...)
+}
+
+// setFile makes the spec run the host file name, copied into the working
+// directory.
+func setFile(s *nsjail.Spec, python, name string, args []string) error {
+	data, err := readHostFile(name)
+	if err != nil {
+		return err
+	}
+	dst := path.Join(s.Workdir, sandboxName(name))
+	s.Files = append(s.Files, nsjail.File{Path: dst, Data: data, Mode: 0o644})
+	s.Argv = append([]string{python, dst}, args...)
+	return nil
+}
+
+// copyFiles adds the --file host files to the spec.
+func (f *execFlags) copyFiles(s *nsjail.Spec) error {
 	for _, spec := range f.files {
 		host, dst, ok := strings.Cut(spec, ":")
 		if !ok {
@@ -318,16 +368,16 @@ func (f *execFlags) seccomp(s *nsjail.Spec) error {
 		return usagef("--seccomp profile needs --seccomp-profile FILE.json")
 	}
 	s.SeccompMode = string(m)
-	policy, err := seccomp.ForMode(m, f.seccompFile)
-	if err != nil {
+	// The default filter is precompiled; log and profile modes compile here.
+	prog, err := seccomp.Program(m, f.seccompFile)
+	var profileErr *seccomp.ProfileError
+	switch {
+	case errors.As(err, &profileErr):
 		return usagef("seccomp: %v", err)
-	}
-	if policy == nil {
-		return nil
-	}
-	if s.Seccomp, err = policy.Compile(); err != nil {
+	case err != nil:
 		return fmt.Errorf("seccomp: %w", err)
 	}
+	s.Seccomp = prog
 	return nil
 }
 

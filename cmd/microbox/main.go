@@ -33,7 +33,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(execCommand(), gcCommand())
+	root.AddCommand(execCommand(), gcCommand(), batchCommand(), evalCommand(), rootfsCommand(), doctorCommand(), checkCommand())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see %s --help)", err, c.CommandPath())
 	})

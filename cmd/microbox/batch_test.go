@@ -1,0 +1,513 @@
+package main
+
+// Tests of `microbox batch`: task decoding and spec building as units, and
+// the real binary (built in TestMain) for runs, malformed lines, ordering
+// and Ctrl-C.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/microbox/microbox/nsjail"
+)
+
+// batchLine is one result line as a caller decodes it.
+type batchLine struct {
+	ID   json.RawMessage `json:"id"`
+	Line int             `json:"line"`
+	nsjail.Result
+}
+
+// runBatch runs `microbox batch ARGS` with tasks on stdin and returns the
+// decoded result lines and the exit code.
+func runBatchCmd(t *testing.T, tasks string, args ...string) ([]batchLine, int) {
+	t.Helper()
+	out, code := runMicrobox(t, tasks, append([]string{"batch"}, args...)...)
+	return decodeLines(t, out), code
+}
+
+func decodeLines(t *testing.T, out []byte) []batchLine {
+	t.Helper()
+	var lines []batchLine
+	for _, l := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		var r batchLine
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("result line is not JSON (%v): %s", err, l)
+		}
+		lines = append(lines, r)
+	}
+	return lines
+}
+
+// jsonl renders tasks as JSON lines.
+func jsonl(t *testing.T, tasks ...any) string {
+	t.Helper()
+	var b strings.Builder
+	for _, task := range tasks {
+		if s, ok := task.(string); ok { // a raw line, possibly malformed
+			b.WriteString(s + "\n")
+			continue
+		}
+		line, err := json.Marshal(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(append(line, '\n'))
+	}
+	return b.String()
+}
+
+type obj = map[string]any
+
+func TestBatchRunsTasksInInputOrder(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "prog.py")
+	os.WriteFile(script, []byte("import sys; print('file', sys.argv[1:])\n"), 0o644)
+	tasks := jsonl(t,
+		obj{"id": 1, "code": "import time; time.sleep(0.5); print('slow')"},
+		obj{"id": "two", "code": "import sys; print(sys.stdin.read().upper(), sys.argv[1:])", "stdin": "abc", "args": []string{"x", "--y"}},
+		obj{"id": obj{"k": []int{3}}, "file": script, "args": []string{"a"}},
+		obj{"id": 4, "code": "print(open('data.txt').read(), open('/tmp/sub/b.txt').read())", "files": obj{"data.txt": "hello", "/tmp/sub/b.txt": "bee"}},
+		obj{"id": 5, "code": "import os; print(os.environ['A'], os.environ['LANG'])", "env": obj{"A": "1", "LANG": "C"}},
+		obj{"id": 6, "code": "raise SystemExit(7)"},
+		obj{"id": 7, "code": "while True: pass", "timeout": "300ms"},
+		obj{"id": 8, "code": "while True: pass", "timeout": 0.3},
+		obj{"id": 9, "code": "b = bytearray(200 << 20)", "mem": "64M", "timeout": "5s"},
+		obj{"id": 10, "code": "print('x' * 100)", "output_limit": 10},
+		obj{"code": "print('no id')"},
+	)
+	lines, code := runBatchCmd(t, tasks, "--jobs", "2", "--tmpfs-size", "16M")
+	if code != 0 || len(lines) != 11 {
+		t.Fatalf("exit %d, %d results, want 0 and 11", code, len(lines))
+	}
+	want := []struct {
+		id     string
+		status nsjail.Status
+		stdout string
+	}{
+		{`1`, nsjail.StatusOK, "slow\n"},
+		{`"two"`, nsjail.StatusOK, "ABC ['x', '--y']\n"},
+		{`{"k":[3]}`, nsjail.StatusOK, "file ['a']\n"},
+		{`4`, nsjail.StatusOK, "hello bee\n"},
+		{`5`, nsjail.StatusOK, "1 C\n"},
+		{`6`, nsjail.StatusNonzero, ""},
+		{`7`, nsjail.StatusTimeout, ""},
+		{`8`, nsjail.StatusTimeout, ""},
+		{`9`, nsjail.StatusMemory, ""},
+		{`10`, nsjail.StatusOutputLimit, "xxxxxxxxxx"},
+		{`null`, nsjail.StatusOK, "no id\n"},
+	}
+	for i, w := range want {
+		r := lines[i]
+		if string(r.ID) != w.id || r.Line != i+1 || r.Status != w.status || r.Stdout != w.stdout {
+			t.Errorf("result %d: id %s line %d status %q stdout %q error %v; want id %s line %d status %q stdout %q",
+				i, r.ID, r.Line, r.Status, r.Stdout, deref(r.Error), w.id, i+1, w.status, w.stdout)
+		}
+	}
+	// Accounting is there to show starvation: wall and CPU time per run.
+	if r := lines[0]; r.CPUTimeMs == nil || r.WallTimeMs < 500 || r.PeakMemoryBytes == nil {
+		t.Errorf("accounting: wall %.0f cpu %v peak %v", r.WallTimeMs, deref(r.CPUTimeMs), deref(r.PeakMemoryBytes))
+	}
+}
+
+// A line that is not a valid task gets a sandbox_error result naming the
+// problem, in its place; the batch goes on.
+func TestBatchMalformedLines(t *testing.T) {
+	tasks := jsonl(t,
+		`this is not json`,
+		obj{"id": 2, "code": "print(2)"},
+		`{"id": 3, "code": "print(3)"`,
+		obj{"id": 4, "timout": "1s", "code": "print(4)"},
+		obj{"id": 5},
+		obj{"id": 6, "code": "1", "file": "x.py"},
+		obj{"id": 7, "code": "1", "timeout": "soon"},
+		obj{"id": 8, "code": "1", "mem": -5},
+		obj{"id": 9, "file": "/no/such/file.py"},
+		obj{"id": 10, "code": "1", "env": obj{"A=B": "c"}},
+		obj{"id": 11, "code": "1", "files": obj{"/etc/passwd": "x"}},
+		`[1, 2, 3]`,
+		`{"id": 13, "code": "1"} {"id": 14}`,
+		obj{"id": 15, "code": 42},
+		"",
+		"   ",
+		obj{"id": 16, "code": "print(16)"},
+	)
+	lines, code := runBatchCmd(t, tasks)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0: malformed lines must not abort the batch", code)
+	}
+	want := map[string]string{ // id -> part of the error; "" for ok
+		"null#1":  "invalid character",
+		"2":       "",
+		"null#3":  "unexpected EOF",
+		"4":       `unknown field "timout"`,
+		"5":       "no program",
+		"6":       "either",
+		"7":       `"timeout"`,
+		"8":       `"mem"`,
+		"9":       "no such file",
+		"10":      "not a variable name",
+		"11":      "outside the writable areas",
+		"null#12": "cannot unmarshal array",
+		"13":      "more than one JSON value",
+		"15":      "code",
+		"16":      "",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d results, want %d (blank lines skipped, one per other line)", len(lines), len(want))
+	}
+	for _, r := range lines {
+		key := string(r.ID)
+		if key == "null" {
+			key = fmt.Sprintf("null#%d", r.Line)
+		}
+		frag, ok := want[key]
+		switch {
+		case !ok:
+			t.Errorf("unexpected result id %s line %d", r.ID, r.Line)
+		case frag == "" && r.Status != nsjail.StatusOK:
+			t.Errorf("id %s: status %q error %v, want ok", key, r.Status, deref(r.Error))
+		case frag != "" && (r.Status != nsjail.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, frag)):
+			t.Errorf("id %s: status %q error %v, want sandbox_error mentioning %q", key, r.Status, deref(r.Error), frag)
+		}
+	}
+}
+
+// With --order completed, results come as runs finish; with the default
+// input order they are held back until their turn.
+func TestBatchOrderCompleted(t *testing.T) {
+	tasks := jsonl(t,
+		obj{"id": "slow", "code": "import time; time.sleep(1.5)"},
+		obj{"id": "fast1", "code": "pass"},
+		obj{"id": "fast2", "code": "pass"},
+	)
+	lines, code := runBatchCmd(t, tasks, "--jobs", "2", "--order", "completed")
+	if code != 0 || len(lines) != 3 {
+		t.Fatalf("exit %d, %d results", code, len(lines))
+	}
+	if string(lines[2].ID) != `"slow"` {
+		t.Errorf("completed order: %s %s %s, want the slow task last", lines[0].ID, lines[1].ID, lines[2].ID)
+	}
+	lines, _ = runBatchCmd(t, tasks, "--jobs", "2")
+	if string(lines[0].ID) != `"slow"` || lines[0].Line != 1 || lines[2].Line != 3 {
+		t.Errorf("input order: %s %s %s", lines[0].ID, lines[1].ID, lines[2].ID)
+	}
+}
+
+// The command line's flags are every task's defaults; a task overrides them.
+func TestBatchFlagsAreDefaults(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "shared.txt")
+	os.WriteFile(data, []byte("shared"), 0o644)
+	tasks := jsonl(t,
+		obj{"id": 1, "code": "import os; print(open('shared.txt').read(), os.environ['K'])"},
+		obj{"id": 2, "code": "import os; print(os.environ['K'])", "env": obj{"K": "task"}},
+		obj{"id": 3, "code": "import time; time.sleep(2)"},
+		obj{"id": 4, "code": "import time; time.sleep(0.5)", "timeout": "5s"},
+	)
+	lines, code := runBatchCmd(t, tasks, "--timeout", "300ms", "--env", "K=flag", "--file", data)
+	if code != 0 || len(lines) != 4 {
+		t.Fatalf("exit %d, %d results", code, len(lines))
+	}
+	checks := []struct {
+		status nsjail.Status
+		stdout string
+	}{{nsjail.StatusOK, "shared flag\n"}, {nsjail.StatusOK, "task\n"}, {nsjail.StatusTimeout, ""}, {nsjail.StatusOK, ""}}
+	for i, c := range checks {
+		if lines[i].Status != c.status || lines[i].Stdout != c.stdout {
+			t.Errorf("task %d: status %q stdout %q error %v, want %q %q", i+1, lines[i].Status, lines[i].Stdout, deref(lines[i].Error), c.status, c.stdout)
+		}
+	}
+}
+
+// Tasks from a file, results to a file; bad flags and a missing task file
+// are refused before anything runs.
+func TestBatchFilesAndBadInput(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "tasks.jsonl"), filepath.Join(dir, "results.jsonl")
+	os.WriteFile(in, []byte(jsonl(t, obj{"id": 1, "code": "print(1)"}, obj{"id": 2, "code": "print(2)"})), 0o644)
+	stdout, code := runMicrobox(t, "", "batch", "-o", out, in)
+	if code != 0 || len(stdout) != 0 {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	data, _ := os.ReadFile(out)
+	if lines := decodeLines(t, data); len(lines) != 2 || lines[1].Stdout != "2\n" {
+		t.Fatalf("results file: %s", data)
+	}
+	for _, args := range [][]string{
+		{"batch", filepath.Join(dir, "missing.jsonl")},
+		{"batch", "--jobs", "0"},
+		{"batch", "--order", "sideways"},
+		{"batch", "--mem", "12Q"},
+		{"batch", "--progress", "sometimes"},
+		{"batch", "-o", filepath.Join(dir, "no", "such", "dir.jsonl"), in},
+	} {
+		if _, code := runMicrobox(t, "", args...); code != nsjail.ExitSandboxError {
+			t.Errorf("%v: exit %d, want %d", args, code, nsjail.ExitSandboxError)
+		}
+	}
+}
+
+// Ctrl-C stops the batch cleanly: finished results are flushed, runs in
+// progress are killed and reported, nothing else starts, no process or
+// cgroup is left behind, and microbox exits 128+SIGINT.
+func TestBatchInterrupt(t *testing.T) {
+	var tasks []any
+	for i := range 12 {
+		code := "print('done', flush=True)"
+		if i >= 2 {
+			code = "import time; print('started', flush=True); time.sleep(60)"
+		}
+		tasks = append(tasks, obj{"id": i, "code": code, "timeout": "120s"})
+	}
+	cmd := exec.Command(microbox, "batch", "--jobs", "2")
+	cmd.Stdin = strings.NewReader(jsonl(t, tasks...))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The two quick tasks finish and are flushed while the batch runs.
+	sc := bufio.NewScanner(stdout)
+	var got []byte
+	for range 2 {
+		if !sc.Scan() {
+			t.Fatalf("batch ended before its first results: %v %s", sc.Err(), stderr.String())
+		}
+		got = append(append(got, sc.Bytes()...), '\n')
+	}
+	waitForJails(t, cmd.Process.Pid, 2)
+	jails := jailPids(t, cmd.Process.Pid)
+	cmd.Process.Signal(syscall.SIGINT)
+	for sc.Scan() {
+		got = append(append(got, sc.Bytes()...), '\n')
+	}
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGINT) {
+		t.Fatalf("exit %v, want %d; stderr %s", err, 128+int(syscall.SIGINT), stderr.String())
+	}
+	lines := decodeLines(t, got)
+	if len(lines) != 4 {
+		t.Fatalf("%d results, want 2 finished + 2 interrupted:\n%s", len(lines), got)
+	}
+	for i, r := range lines {
+		switch {
+		case i < 2 && (r.Status != nsjail.StatusOK || r.Stdout != "done\n"):
+			t.Errorf("result %d: %q %q", i, r.Status, r.Stdout)
+		case i >= 2 && (r.Status != nsjail.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, "interrupted")):
+			t.Errorf("result %d: status %q error %v, want sandbox_error interrupted", i, r.Status, deref(r.Error))
+		}
+	}
+	for _, pid := range jails {
+		if alive(pid) {
+			t.Errorf("jail process %d outlived the interrupted batch", pid)
+		}
+	}
+	if left := cgroupsOf(cmd.Process.Pid); len(left) > 0 {
+		t.Errorf("cgroups left behind: %v", left)
+	}
+}
+
+// waitForJails waits until pid has n jailed programs running (sandboxed
+// python3 processes among its descendants).
+func waitForJails(t *testing.T, pid, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		found := 0
+		for _, p := range jailPids(t, pid) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(comm)) == "python3" {
+				found++
+			}
+		}
+		if found >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%d jailed programs did not start", n)
+}
+
+// cgroupsOf lists the run cgroups made by the microbox process pid (their
+// names carry it), so concurrent runs of other processes do not count.
+func cgroupsOf(pid int) []string {
+	var mine []string
+	for _, p := range runCgroups() {
+		if strings.HasPrefix(filepath.Base(p), fmt.Sprintf("microbox-run-%d-", pid)) {
+			mine = append(mine, p)
+		}
+	}
+	return mine
+}
+
+// A progress bar can be forced when stderr is not a terminal; it ends with
+// a summary line with the rate and the counts per status.
+func TestBatchProgressSummary(t *testing.T) {
+	cmd := exec.Command(microbox, "batch", "--progress", "always")
+	cmd.Stdin = strings.NewReader(jsonl(t, obj{"code": "pass"}, obj{"code": "raise SystemExit(1)"}, obj{"code": "pass"}))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "3 runs in") || !strings.Contains(stderr.String(), "ok 2, nonzero 1") {
+		t.Fatalf("stderr: %q", stderr.String())
+	}
+	// Quiet when not asked and not on a terminal.
+	cmd = exec.Command(microbox, "batch")
+	cmd.Stdin = strings.NewReader(jsonl(t, obj{"code": "pass"}))
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil || stderr.Len() != 0 {
+		t.Fatalf("err %v, stderr %q: want quiet", err, stderr.String())
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Units: no jail involved.
+
+func TestDecodeTask(t *testing.T) {
+	tk, id, err := decodeTask([]byte(`{"id": [1, "a"], "code": "x", "timeout": 2.5, "mem": "64M", "cpus": 0.5}`))
+	if err != nil || string(id) != `[1, "a"]` {
+		t.Fatalf("id %s err %v", id, err)
+	}
+	tmpl, python := testTemplate(t)
+	s, err := taskSpec(tmpl, python, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Timeout != 2500*time.Millisecond || s.Cgroup.Limits.Memory != 64<<20 || s.Cgroup.Limits.CPUs != 0.5 {
+		t.Fatalf("timeout %v mem %d cpus %v", s.Timeout, s.Cgroup.Limits.Memory, s.Cgroup.Limits.CPUs)
+	}
+	if strings.Join(s.Argv, " ") != "/usr/bin/python3 -c x" {
+		t.Fatalf("argv %q", s.Argv)
+	}
+	// The id survives a task that is otherwise invalid.
+	if _, id, err := decodeTask([]byte(`{"id": 7, "bogus": 1}`)); err == nil || string(id) != "7" {
+		t.Fatalf("id %s err %v", id, err)
+	}
+}
+
+// Tasks change copies: the template, shared by every run, stays as it was.
+func TestTaskSpecLeavesTemplateAlone(t *testing.T) {
+	tmpl, python := testTemplate(t)
+	code := "1"
+	tk := &task{Code: &code, Env: map[string]string{"PATH": "/x", "NEW": "1"}, Files: map[string]string{"a.txt": "a"},
+		Mem: &quantity{text: "32M"}}
+	if _, err := taskSpec(tmpl, python, tk); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := testTemplate(t)
+	if strings.Join(tmpl.Env, ",") != strings.Join(fresh.Env, ",") || len(tmpl.Files) != 0 || tmpl.Cgroup.Limits.Memory != fresh.Cgroup.Limits.Memory {
+		t.Fatalf("template changed: env %v files %v mem %d", tmpl.Env, tmpl.Files, tmpl.Cgroup.Limits.Memory)
+	}
+}
+
+func TestQuantity(t *testing.T) {
+	cases := []struct {
+		json string
+		dur  time.Duration
+		size int64
+		ok   bool
+	}{
+		{`"1.5s"`, 1500 * time.Millisecond, 0, true},
+		{`2`, 2 * time.Second, 2, true},
+		{`"256M"`, 0, 256 << 20, true},
+		{`-1`, 0, 0, false},
+		{`true`, 0, 0, false},
+	}
+	for _, c := range cases {
+		var q quantity
+		err := q.UnmarshalJSON([]byte(c.json))
+		if err != nil {
+			if c.ok {
+				t.Errorf("%s: %v", c.json, err)
+			}
+			continue
+		}
+		d, derr := q.duration("d")
+		n, serr := q.size("s")
+		if !c.ok && derr == nil && serr == nil {
+			t.Errorf("%s: accepted", c.json)
+		}
+		if c.dur != 0 && (derr != nil || d != c.dur) {
+			t.Errorf("%s: duration %v %v", c.json, d, derr)
+		}
+		if c.size != 0 && (serr != nil || n != c.size) {
+			t.Errorf("%s: size %d %v", c.json, n, serr)
+		}
+	}
+}
+
+// testTemplate is the spec `microbox batch` builds from its default flags.
+func testTemplate(t testing.TB) (*nsjail.Spec, string) {
+	t.Helper()
+	c := &cobra.Command{}
+	var f execFlags
+	f.sandboxFlags(c)
+	tmpl, err := f.template(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl, f.python
+}
+
+// BenchmarkPool runs print(1) through the batch pool in this process:
+// go test -run '^$' -bench Pool -cpuprofile cpu.out ./cmd/microbox
+func BenchmarkPool(b *testing.B) {
+	tmpl, python := testTemplate(b)
+	p, err := newPool(context.Background(), tmpl, python, poolFlags{jobs: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	code := "print(1)"
+	todo := make(chan *item)
+	go func() {
+		for i := range b.N {
+			todo <- &item{seq: i, task: &task{Code: &code}}
+		}
+		close(todo)
+	}()
+	for it := range p.start(todo) {
+		if it.res.Status != nsjail.StatusOK {
+			b.Fatalf("status %q: %v", it.res.Status, deref(it.res.Error))
+		}
+	}
+}
+
+// By default each worker's runs are pinned to a CPU of their own (when
+// --jobs is at most the CPUs); --pin=false leaves placement to the kernel.
+func TestBatchPinsWorkers(t *testing.T) {
+	cpus, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	affinity := obj{"code": "import os; print(sorted(os.sched_getaffinity(0)))"}
+	lines, _ := runBatchCmd(t, jsonl(t, affinity), "--jobs", "1")
+	if want := fmt.Sprintf("[%d]\n", cpus[0]); len(lines) != 1 || lines[0].Stdout != want {
+		t.Fatalf("pinned: %+v, want affinity %q", lines, want)
+	}
+	lines, _ = runBatchCmd(t, jsonl(t, affinity), "--jobs", "1", "--pin=false")
+	if want := strings.ReplaceAll(fmt.Sprint(cpus), " ", ", ") + "\n"; len(lines) != 1 || lines[0].Stdout != want {
+		t.Fatalf("not pinned: %+v, want affinity %q", lines, want)
+	}
+}

