@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +95,8 @@ func HostMode() Mode {
 
 // New creates the cgroup for one run with the given limits.
 func New(opts Options) (Run, error) {
-	name := fmt.Sprintf("%s%d-%d", runPrefix, os.Getpid(), time.Now().UnixNano())
+	// pid-time-random: unique even for concurrent runs of one process.
+	name := fmt.Sprintf("%s%d-%d-%08x", runPrefix, os.Getpid(), time.Now().UnixNano(), rand.Uint32())
 	var r Run
 	var err error
 	switch HostMode() {

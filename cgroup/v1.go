@@ -52,12 +52,19 @@ func newV1(name string, opts Options) (Run, error) {
 			return nil, err
 		}
 	}
-	path := func(sub cgroup1.Name) (string, error) {
-		p, err := v1Parent(sub, opts.Parent)
-		if err != nil {
-			return "", err
+	// The library asks for a hierarchy's path at every step; resolve each
+	// parent once rather than re-reading /proc/self/cgroup every time.
+	paths := map[cgroup1.Name]string{}
+	for _, sub := range v1Controllers {
+		if p, err := v1Parent(sub, opts.Parent); err == nil {
+			paths[sub] = filepath.Join(p, name)
 		}
-		return filepath.Join(p, name), nil
+	}
+	path := func(sub cgroup1.Name) (string, error) {
+		if p, ok := paths[sub]; ok {
+			return p, nil
+		}
+		return "", fmt.Errorf("no %s line in /proc/self/cgroup", sub)
 	}
 	// Fail closed: a hierarchy that a requested limit needs must exist.
 	required := func(s cgroup1.Subsystem, _ cgroup1.Path, err error) error {
