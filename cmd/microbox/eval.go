@@ -615,9 +615,11 @@ type score struct {
 func passAtKs(ks []int, total, correct map[string]int) ([]score, []int) {
 	var scores []score
 	var left []int
+	ids := sortedKeys(total) // a fixed order: the same sum, to the last digit, every run
 	for _, k := range ks {
 		sum, ok := 0.0, true
-		for id, n := range total {
+		for _, id := range ids {
+			n := total[id]
 			if n < k {
 				ok = false
 				break
