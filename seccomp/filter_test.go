@@ -148,7 +148,10 @@ func call(nr uintptr, closeResult bool, args ...uintptr) func() unix.Errno {
 // mknod or mknodat.
 func mknod(nr uintptr, mode uintptr) func() unix.Errno {
 	return func() unix.Errno {
-		path, _ := unix.BytePtrFromString("/nonexistent/node")
+		// A directory that cannot exist: /proc holds no such entry and no
+		// one can create one there, so a call that reaches the kernel gets
+		// ENOENT whatever the host's filesystem holds.
+		path, _ := unix.BytePtrFromString("/proc/microbox-no-such-dir/node")
 		args := []uintptr{uintptr(unsafe.Pointer(path)), mode, 0x103}
 		if nr == unix.SYS_MKNODAT {
 			args = append([]uintptr{uintptr(0xffffff9c)}, args...) // AT_FDCWD (-100) as an int

@@ -73,7 +73,11 @@ func TestGuardOffCostsNothing(t *testing.T) {
 
 // The hook's directory goes first on PYTHONPATH, the caller's after it.
 func TestGuardPythonPath(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", "/nonexistent/cache") // no cache: no compiling run
+	// A cache directory that cannot be created (its parent is a file): no
+	// cache, so no compiling run, and nothing written outside the test.
+	notDir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notDir, nil, 0o600)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(notDir, "cache"))
 	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3"}, Env: []string{"PYTHONPATH=/work/lib"}, Workdir: "/tmp"}
 	if err := (&guardFlags{deny: []string{"os"}}).apply(t.Context(), s); err != nil {
 		t.Fatal(err)
