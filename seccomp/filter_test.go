@@ -213,7 +213,7 @@ func probes(set string) []probe {
 			probe{"mknodat S_IFBLK", mknod(unix.SYS_MKNODAT, unix.S_IFBLK|0o600), eperm},
 			probe{"mknodat S_IFIFO reaches the kernel", mknod(unix.SYS_MKNODAT, unix.S_IFIFO|0o600), []unix.Errno{unix.ENOENT}},
 			probe{"personality query", call(unix.SYS_PERSONALITY, false, 0xffffffff), ok},
-			probe{"personality READ_IMPLIES_EXEC", call(unix.SYS_PERSONALITY, false, 0x0400000), enosys},
+			probe{"personality READ_IMPLIES_EXEC", call(unix.SYS_PERSONALITY, false, 0x0400000), eperm},
 			probe{"io_setup (unlisted)", call(unix.SYS_IO_SETUP, false, 0, 0), enosys},
 			probe{"syscall 1000 (unknown)", call(1000, false), enosys},
 		)
