@@ -138,9 +138,9 @@ func retryRemove(dir string) error {
 	return fmt.Errorf("remove cgroup %s: %w", dir, err)
 }
 
-// ownCgroup returns this process's path in the hierarchy whose
-// /proc/self/cgroup line has the given controller list ("" is the v2 one).
-func ownCgroup(controller string) (string, error) {
+// Own returns this process's path in the hierarchy whose
+// /proc/self/cgroup line lists controller ("" is the v2 line).
+func Own(controller string) (string, error) {
 	f, err := os.Open("/proc/self/cgroup")
 	if err != nil {
 		return "", err

@@ -42,7 +42,7 @@ func v1Parent(sub cgroup1.Name, parent string) (string, error) {
 	if parent != "" {
 		return parent, nil
 	}
-	return ownCgroup(string(sub))
+	return Own(string(sub))
 }
 
 func newV1(name string, opts Options) (Run, error) {

@@ -69,7 +69,7 @@ func v2Parent(requested string, controllers []string) (string, error) {
 	if requested != "" {
 		return requested, nil
 	}
-	own, err := ownCgroup("")
+	own, err := Own("")
 	if err != nil {
 		return "", fmt.Errorf("find own cgroup v2: %w", err)
 	}
@@ -187,7 +187,7 @@ func (r *v2Run) Remove() error {
 
 func gcV2(parent string) ([]string, error) {
 	if parent == "" {
-		own, err := ownCgroup("")
+		own, err := Own("")
 		if err != nil {
 			return nil, err
 		}

@@ -5,7 +5,6 @@ package main
 // a default run (or the run its flags describe) would fail.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -289,29 +288,11 @@ func doctorControllers(l cgroup.Limits) []string {
 	return need
 }
 
-// doctorOwnCgroup returns this process's path in the hierarchy whose
-// /proc/self/cgroup line names controller ("" is the v2 line).
-func doctorOwnCgroup(controller string) (string, error) {
-	f, err := os.Open("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), controller) {
-			return parts[2], nil
-		}
-	}
-	return "", fmt.Errorf("no %q line in /proc/self/cgroup", controller)
-}
-
 // doctorV2Where says where run groups would go: the parent, whether it is
 // microbox's own group (which it must first leave for a leaf), and
 // microbox's own group.
 func doctorV2Where(opts *cgroup.Options) (parent string, ownMode bool, own string, err error) {
-	own, err = doctorOwnCgroup("")
+	own, err = cgroup.Own("")
 	if err != nil {
 		return "", false, "", err
 	}
@@ -458,7 +439,7 @@ func (d *doctor) checkV1(opts *cgroup.Options) {
 	var where, missing []string
 	needed := doctorV1Needed(opts.Limits)
 	for _, c := range []string{"memory", "pids", "cpu", "cpuacct"} {
-		own, err := doctorOwnCgroup(c)
+		own, err := cgroup.Own(c)
 		if err != nil || !doctorExists(filepath.Join(doctorCgroupMount, c)) {
 			if needed[c] {
 				missing = append(missing, c)
