@@ -47,3 +47,14 @@ func (m idMapping) maps() (string, string) {
 func (m idMapping) identity() rootfs.Identity {
 	return rootfs.Identity{User: "sandbox", Group: "sandbox", UID: m.programUID, GID: m.programGID, Home: "/tmp"}
 }
+
+// owner is the uid and gid, in the jail's own terms, that the program's
+// files get: the program's user, or with a rootless jail (which maps only
+// id 0) the jail's root, which is the program's user in its nested
+// namespace.
+func (m idMapping) owner() (uid, gid string) {
+	if m.rootless {
+		return "0", "0"
+	}
+	return num(m.programUID), num(m.programGID)
+}

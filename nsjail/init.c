@@ -207,6 +207,30 @@ static void remount_ro(const char *path)
 		die("remount %s read-only", path);
 }
 
+// bind_ro binds src on dst read-only, nosuid and nodev, submounts included:
+// a bind of /usr carries whatever the host mounted below it (/usr/local on
+// its own disk, say), and a plain remount would leave those writable.
+// mount_setattr (Linux 5.12) applies the flags to the whole tree at once;
+// without it the bind is not recursive, so no submount comes along.
+static void bind_ro(const char *src, const char *dst)
+{
+	struct {
+		uint64_t attr_set, attr_clr, propagation, userns_fd;
+	} attr = { 0x1 | 0x2 | 0x4, 0, 0, 0 }; // MOUNT_ATTR_RDONLY|NOSUID|NODEV
+	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+		die("bind %s on %s", src, dst);
+	if (syscall(SYS_mount_setattr, AT_FDCWD, dst, 0x8000 /* AT_RECURSIVE */,
+		    &attr, sizeof attr) == 0)
+		return;
+	if (errno != ENOSYS)
+		die("make %s read-only", dst);
+	if (umount2(dst, MNT_DETACH) < 0)
+		die("umount %s", dst);
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		die("bind %s on %s", src, dst);
+	remount_ro(dst);
+}
+
 static void write_file(const char *path, unsigned long mode, const struct arg *data)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
@@ -263,10 +287,11 @@ static void run_step(struct arg *a, int n, struct program *prog)
 		unsigned long flags = parse_ul(&a[3]);
 		if ((flags & BIND_OPTIONAL) && access(a[1].p, F_OK) < 0 && errno == ENOENT)
 			return;
-		if (mount(a[1].p, a[2].p, NULL, MS_BIND | MS_REC, NULL) < 0)
+		if (flags & BIND_READONLY) {
+			bind_ro(a[1].p, a[2].p);
+		} else if (mount(a[1].p, a[2].p, NULL, MS_BIND | MS_REC, NULL) < 0) {
 			die("bind %s on %s", a[1].p, a[2].p);
-		if (flags & BIND_READONLY)
-			remount_ro(a[2].p);
+		}
 	} else if (!strcmp(op, "remount_ro")) { // path
 		NEED(1);
 		remount_ro(a[1].p);

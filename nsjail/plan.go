@@ -227,7 +227,8 @@ func (p *plan) scratch(s *Spec, ids idMapping) error {
 		p.scratchDir(path.Dir(f.Path), ids, made)
 		dst := newRoot + f.Path
 		p.step("file", dst, num(uint32(f.Mode.Perm())), string(f.Data))
-		p.step("chown", dst, num(ids.programUID), num(ids.programGID))
+		uid, gid := ids.owner()
+		p.step("chown", dst, uid, gid)
 	}
 	return nil
 }
@@ -239,7 +240,8 @@ func (p *plan) scratchDir(dir string, ids idMapping, made map[string]bool) {
 	}
 	p.scratchDir(path.Dir(dir), ids, made)
 	p.step("mkdir", newRoot+dir, "493")
-	p.step("chown", newRoot+dir, num(ids.programUID), num(ids.programGID))
+	uid, gid := ids.owner()
+	p.step("chown", newRoot+dir, uid, gid)
 	made[dir] = true
 }
 

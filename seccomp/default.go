@@ -11,7 +11,7 @@ import (
 // PolicyVersion names the revision of the default policy. Bump it whenever
 // allowlist or refusals change, so that reports and logs say which policy a
 // run had.
-const PolicyVersion = "microbox-cpython-2"
+const PolicyVersion = "microbox-cpython-3"
 
 // group is a set of system calls that the default policy treats alike, with
 // the reason why.
@@ -55,7 +55,7 @@ func allowlist() []group {
 			"sched_setscheduler", "sched_getattr", "sched_setattr",
 			"sched_get_priority_max", "sched_get_priority_min",
 			"sched_rr_get_interval", "getpriority", "setpriority",
-			"getrlimit", "setrlimit", "prlimit64", "getrusage", "times",
+			"getrlimit", "setrlimit", "getrusage", "times",
 			"getcpu", "ioprio_get", "ioprio_set",
 		}},
 		{"memory", []string{
@@ -206,6 +206,10 @@ func conditional() [][]specs.LinuxSyscall {
 		// with EPERM. (That takes some 80 rules; the filter is
 		// precompiled, so only the BPF's size grows.)
 		only("personality", 0, 0xffffffff, 0, addrNoRandomize, personaQuery),
+		// prlimit64 on the caller only (pid 0, which glibc's getrlimit
+		// and setrlimit pass): in a rootless jail the program shares a
+		// host uid with the jail's init, whose limits it must not touch.
+		only("prlimit64", 0, 0xffffffff, 0),
 	}
 }
 

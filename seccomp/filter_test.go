@@ -214,6 +214,8 @@ func probes(set string) []probe {
 			probe{"mknodat S_IFIFO reaches the kernel", mknod(unix.SYS_MKNODAT, unix.S_IFIFO|0o600), []unix.Errno{unix.ENOENT}},
 			probe{"personality query", call(unix.SYS_PERSONALITY, false, 0xffffffff), ok},
 			probe{"personality READ_IMPLIES_EXEC", call(unix.SYS_PERSONALITY, false, 0x0400000), eperm},
+			probe{"prlimit64 of another process", call(unix.SYS_PRLIMIT64, false, 1, unix.RLIMIT_CPU, 0, 0), eperm},
+			probe{"prlimit64 of itself", call(unix.SYS_PRLIMIT64, false, 0, unix.RLIMIT_CPU, 0, 0), ok},
 			probe{"io_setup (unlisted)", call(unix.SYS_IO_SETUP, false, 0, 0), enosys},
 			probe{"syscall 1000 (unknown)", call(1000, false), enosys},
 		)

@@ -17,7 +17,6 @@ import (
 
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
@@ -381,16 +380,15 @@ func (f *execFlags) seccomp(s *nsjail.Spec) error {
 	return nil
 }
 
-// stdin passes microbox's stdin through, except a terminal: the program
-// gets a pipe copied from it, never the tty itself (TIOCSTI, job control).
+// stdin feeds the program microbox's stdin through a pipe of microbox's
+// own, never the host's descriptor itself: through /proc/self/fd/0 a
+// program could reopen a file for writing, a socket in the host's network
+// namespace, or a terminal (TIOCSTI). A closed fd 0 gives /dev/null.
 func stdin() io.Reader {
-	if _, err := unix.IoctlGetTermios(0, unix.TCGETS); err == nil {
-		return struct{ io.Reader }{os.Stdin}
-	}
 	if _, err := os.Stdin.Stat(); err != nil {
-		return nil // fd 0 is closed: the program gets /dev/null
+		return nil
 	}
-	return os.Stdin
+	return struct{ io.Reader }{os.Stdin} // not an *os.File: os/exec copies it
 }
 
 func parseDuration(flag, v string) (time.Duration, error) {

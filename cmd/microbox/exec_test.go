@@ -492,8 +492,71 @@ func TestRootless(t *testing.T) {
 	if got := strings.TrimSpace(r.Stdout); got != "1000 {'0000000000000000'}" {
 		t.Fatalf("uid and empty capability sets inside: %q", got)
 	}
+	// The program's own file and a scratch working directory belong to it.
+	script := filepath.Join(filepath.Dir(microbox), "rootless.py")
+	os.WriteFile(script, []byte("import os; open('own', 'w').write('x'); print(os.stat(__file__).st_uid, os.getcwd())\n"), 0o644)
+	out, errOut, _ = asNobody("exec", "--no-cgroup", "--json", "--workdir", "/work", script)
+	r = nsjail.Result{}
+	if err := json.Unmarshal(out, &r); err != nil || r.Status != nsjail.StatusOK || strings.TrimSpace(r.Stdout) != "1000 /work" {
+		t.Fatalf("rootless run of a file in /work: %s %s", out, errOut)
+	}
 	_, errOut, code = asNobody("exec", "-c", "print(1)")
 	if code != nsjail.ExitSandboxError || !strings.Contains(string(errOut), "--no-cgroup") {
 		t.Fatalf("a rootless run with limits: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// Read-only binds cover what the host mounted below them: a separate
+// /usr/local (made here in a private mount namespace) stays read-only.
+func TestReadOnlyBindCoversSubmounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs in a private mount namespace")
+	}
+	code := "import errno\ntry:\n    open('/usr/local/microbox-probe', 'w')\n    print('writable')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		`mount -t tmpfs -o mode=1777 microbox-test /usr/local && exec "$0" exec --json -c "$1"`, microbox, code)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var r nsjail.Result
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if strings.TrimSpace(r.Stdout) != "EROFS" {
+		t.Fatalf("a host submount under /usr: %q (error %v)", r.Stdout, deref(r.Error))
+	}
+}
+
+// The program gets microbox's stdin through a pipe, never the host file
+// itself: reopening /proc/self/fd/0 for writing cannot reach the file.
+func TestStdinIsNotTheHostFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "stdin.txt")
+	os.WriteFile(f, []byte("original\n"), 0o666)
+	in, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.Command(microbox, "exec", "--json", "-c", `
+import os, sys
+print(sys.stdin.readline().strip())
+try:
+    fd = os.open('/proc/self/fd/0', os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b'overwritten\n')
+except OSError as e:
+    pass`)
+	cmd.Stdin = in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var r nsjail.Result
+	json.Unmarshal(out, &r)
+	if strings.TrimSpace(r.Stdout) != "original" {
+		t.Fatalf("stdin inside: %q", r.Stdout)
+	}
+	if data, _ := os.ReadFile(f); string(data) != "original\n" {
+		t.Fatalf("the host file behind stdin became %q", data)
 	}
 }
