@@ -4,7 +4,6 @@ package main
 // tested in the VM, scripts/vmtest).
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -28,18 +27,10 @@ func doctorJSON(t *testing.T, uid int, args ...string) (doctorReport, map[string
 		os.Chmod(filepath.Dir(microbox), 0o755)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	stdout, stderr, code := runCmd(t, cmd)
 	var rep doctorReport
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("doctor --json %v: %v\n%s\nstderr: %s", args, err, stdout.String(), stderr.String())
+	if err := json.Unmarshal(stdout, &rep); err != nil {
+		t.Fatalf("doctor --json %v: %v\n%s\nstderr: %s", args, err, stdout, stderr)
 	}
 	byName := map[string]doctorCheck{}
 	for _, c := range rep.Checks {

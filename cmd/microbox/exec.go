@@ -385,10 +385,18 @@ func (f *execFlags) seccomp(s *nsjail.Spec) error {
 // program could reopen a file for writing, a socket in the host's network
 // namespace, or a terminal (TIOCSTI). A closed fd 0 gives /dev/null.
 func stdin() io.Reader {
-	if _, err := os.Stdin.Stat(); err != nil {
-		return nil
+	fi, err := os.Stdin.Stat()
+	if err != nil || isDevNull(fi) {
+		return nil // os/exec opens /dev/null itself: no pipe, no copying
 	}
 	return struct{ io.Reader }{os.Stdin} // not an *os.File: os/exec copies it
+}
+
+// isDevNull reports whether fi is the null device, the usual stdin of
+// services that call microbox.
+func isDevNull(fi os.FileInfo) bool {
+	null, err := os.Stat(os.DevNull)
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.SameFile(fi, null)
 }
 
 func parseDuration(flag, v string) (time.Duration, error) {

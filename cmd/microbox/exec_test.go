@@ -47,19 +47,27 @@ func TestMain(m *testing.M) {
 // result runs `microbox exec --json ARGS` and decodes its one JSON object.
 func result(t *testing.T, stdin string, args ...string) nsjail.Result {
 	t.Helper()
-	out, _ := runMicrobox(t, stdin, append([]string{"exec", "--json"}, args...)...)
+	cmd := exec.Command(microbox, append([]string{"exec", "--json"}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	return jsonResult(t, cmd)
+}
+
+// jsonResult runs cmd, a `microbox exec --json` however started, and
+// decodes the one JSON object it must print.
+func jsonResult(t *testing.T, cmd *exec.Cmd) nsjail.Result {
+	t.Helper()
+	out, errOut, _ := runCmd(t, cmd)
 	var r nsjail.Result
 	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("microbox %v: output is not one JSON object (%v):\n%s", args, err, out)
+		t.Fatalf("%v: output is not one JSON object (%v):\n%s\nstderr: %s", cmd.Args, err, out, errOut)
 	}
 	return r
 }
 
-// runMicrobox runs the binary and returns its stdout and exit code.
-func runMicrobox(t *testing.T, stdin string, args ...string) ([]byte, int) {
+// runCmd runs cmd and returns its stdout, stderr and exit code; only a
+// failure to run it at all fails the test.
+func runCmd(t *testing.T, cmd *exec.Cmd) ([]byte, []byte, int) {
 	t.Helper()
-	cmd := exec.Command(microbox, args...)
-	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -67,12 +75,21 @@ func runMicrobox(t *testing.T, stdin string, args ...string) ([]byte, int) {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("run microbox: %v", err)
+		t.Fatalf("run %v: %v", cmd.Args, err)
 	}
-	if stderr.Len() > 0 {
-		t.Logf("microbox stderr: %s", stderr.String())
+	return stdout.Bytes(), stderr.Bytes(), code
+}
+
+// runMicrobox runs the binary and returns its stdout and exit code.
+func runMicrobox(t *testing.T, stdin string, args ...string) ([]byte, int) {
+	t.Helper()
+	cmd := exec.Command(microbox, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, errOut, code := runCmd(t, cmd)
+	if len(errOut) > 0 {
+		t.Logf("microbox stderr: %s", errOut)
 	}
-	return stdout.Bytes(), code
+	return out, code
 }
 
 // py runs code with default limits and the given extra flags.
@@ -261,12 +278,7 @@ func TestInheritedFdsDoNotLeak(t *testing.T) {
 	defer f.Close()
 	cmd := exec.Command(microbox, "exec", "--json", "-c", "import os; print(sorted(os.listdir('/proc/self/fd')))")
 	cmd.ExtraFiles = []*os.File{f, f}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	var r nsjail.Result
-	json.Unmarshal(out, &r)
+	r := jsonResult(t, cmd)
 	if strings.TrimSpace(r.Stdout) != "['0', '1', '2', '3']" {
 		t.Fatalf("fds inside: %s", r.Stdout)
 	}
@@ -275,12 +287,7 @@ func TestInheritedFdsDoNotLeak(t *testing.T) {
 func TestEnvironmentIsFresh(t *testing.T) {
 	cmd := exec.Command(microbox, "exec", "--json", "--env", "EXTRA=1", "-c", "import os; print(sorted(os.environ))")
 	cmd.Env = append(os.Environ(), "MICROBOX_TEST_SECRET=leak")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r nsjail.Result
-	json.Unmarshal(out, &r)
+	r := jsonResult(t, cmd)
 	if strings.Contains(r.Stdout, "MICROBOX_TEST_SECRET") || !strings.Contains(r.Stdout, "'EXTRA'") || !strings.Contains(r.Stdout, "'PYTHONDONTWRITEBYTECODE'") {
 		t.Fatalf("environment inside: %s", r.Stdout)
 	}
@@ -470,37 +477,27 @@ func TestRootless(t *testing.T) {
 		t.Skip("needs root to switch to an unprivileged user")
 	}
 	os.Chmod(filepath.Dir(microbox), 0o755)
-	asNobody := func(args ...string) ([]byte, []byte, int) {
+	asNobody := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(microbox, args...)
 		cmd.Dir = "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return stdout.Bytes(), stderr.Bytes(), code
+		return cmd
 	}
-	out, errOut, code := asNobody("exec", "--no-cgroup", "--json", "-c",
-		"import os; print(os.getuid(), {l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')})")
-	var r nsjail.Result
-	if err := json.Unmarshal(out, &r); err != nil || r.Status != nsjail.StatusOK {
-		t.Fatalf("rootless --no-cgroup run: %s %s", out, errOut)
-	}
+	r := jsonResult(t, asNobody("exec", "--no-cgroup", "--json", "-c",
+		"import os; print(os.getuid(), {l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')})"))
+	wantStatus(t, r, nsjail.StatusOK)
 	if got := strings.TrimSpace(r.Stdout); got != "1000 {'0000000000000000'}" {
 		t.Fatalf("uid and empty capability sets inside: %q", got)
 	}
 	// The program's own file and a scratch working directory belong to it.
 	script := filepath.Join(filepath.Dir(microbox), "rootless.py")
 	os.WriteFile(script, []byte("import os; open('own', 'w').write('x'); print(os.stat(__file__).st_uid, os.getcwd())\n"), 0o644)
-	out, errOut, _ = asNobody("exec", "--no-cgroup", "--json", "--workdir", "/work", script)
-	r = nsjail.Result{}
-	if err := json.Unmarshal(out, &r); err != nil || r.Status != nsjail.StatusOK || strings.TrimSpace(r.Stdout) != "1000 /work" {
-		t.Fatalf("rootless run of a file in /work: %s %s", out, errOut)
+	r = jsonResult(t, asNobody("exec", "--no-cgroup", "--json", "--workdir", "/work", script))
+	wantStatus(t, r, nsjail.StatusOK)
+	if got := strings.TrimSpace(r.Stdout); got != "1000 /work" {
+		t.Fatalf("rootless run of a file in /work: owner and cwd %q", got)
 	}
-	_, errOut, code = asNobody("exec", "-c", "print(1)")
+	_, errOut, code := runCmd(t, asNobody("exec", "-c", "print(1)"))
 	if code != nsjail.ExitSandboxError || !strings.Contains(string(errOut), "--no-cgroup") {
 		t.Fatalf("a rootless run with limits: exit %d, stderr %q", code, errOut)
 	}
@@ -515,14 +512,7 @@ func TestReadOnlyBindCoversSubmounts(t *testing.T) {
 	code := "import errno\ntry:\n    open('/usr/local/microbox-probe', 'w')\n    print('writable')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
 	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
 		`mount -t tmpfs -o mode=1777 microbox-test /usr/local && exec "$0" exec --json -c "$1"`, microbox, code)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	var r nsjail.Result
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	r := jsonResult(t, cmd)
 	if strings.TrimSpace(r.Stdout) != "EROFS" {
 		t.Fatalf("a host submount under /usr: %q (error %v)", r.Stdout, deref(r.Error))
 	}
@@ -547,12 +537,7 @@ try:
 except OSError as e:
     pass`)
 	cmd.Stdin = in
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	var r nsjail.Result
-	json.Unmarshal(out, &r)
+	r := jsonResult(t, cmd)
 	if strings.TrimSpace(r.Stdout) != "original" {
 		t.Fatalf("stdin inside: %q", r.Stdout)
 	}

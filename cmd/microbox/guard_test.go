@@ -315,14 +315,7 @@ except ImportError as e:
 	// A private mount namespace: the bind never shows on the host.
 	cmd := exec.Command(unshare, "-m", "sh", "-c", `mount --bind /usr "$1/usr" && exec "$2" exec --json --rootfs "$1" --deny-modules socket -c "$3"`,
 		"sh", root, microbox, code)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	var r nsjail.Result
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	r := jsonResult(t, cmd)
 	wantStatus(t, r, nsjail.StatusOK)
 	want := marker + " ['microbox'] False\nmodule 'socket' is blocked by policy\n"
 	if r.Stdout != want {
@@ -374,12 +367,7 @@ func TestGuardBytecodeCache(t *testing.T) {
 	fromBytecode := func() bool {
 		cmd := exec.Command(microbox, "exec", "--json", "--deny-modules", "socket", "--env", "PYTHONVERBOSE=1", "-c", "pass")
 		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		var r nsjail.Result
-		json.Unmarshal(out, &r)
+		r := jsonResult(t, cmd)
 		wantStatus(t, r, nsjail.StatusOK)
 		return strings.Contains(r.Stderr, "code object from '/run/microbox/__pycache__/_microbox_guard.")
 	}

@@ -209,16 +209,8 @@ func microboxOut(t *testing.T, env []string, args ...string) (string, string, in
 	t.Helper()
 	cmd := exec.Command(microbox, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
+	out, errOut, code := runCmd(t, cmd)
+	return string(out), string(errOut), code
 }
 
 // stdlibProgram imports the set and uses each module a little.
