@@ -1,10 +1,13 @@
 package cgroup
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,16 +37,41 @@ func TestStaleRuns(t *testing.T) {
 	}
 }
 
-func TestV1Resources(t *testing.T) {
-	r := v1Resources(Limits{Memory: 256 << 20, CPUs: 0.5, Pids: 64})
-	if *r.Memory.Limit != 256<<20 || *r.Memory.Swap != 256<<20 {
-		t.Fatalf("memory %d memsw %d: memsw must equal the limit (no swap)", *r.Memory.Limit, *r.Memory.Swap)
+func TestV1Settings(t *testing.T) {
+	got := v1Settings(Limits{Memory: 256 << 20, CPUs: 0.5, Pids: 64})
+	want := []setting{
+		{"memory", "memory.limit_in_bytes", "268435456"},
+		// memsw equal to the limit (no swap), and written after it.
+		{"memory", "memory.memsw.limit_in_bytes", "268435456"},
+		{"pids", "pids.max", "64"},
+		{"cpu", "cpu.cfs_period_us", "100000"},
+		{"cpu", "cpu.cfs_quota_us", "50000"},
 	}
-	if *r.CPU.Quota != 50000 || *r.CPU.Period != 100000 || *r.Pids.Limit != 64 {
-		t.Fatalf("cpu %d/%d pids %d", *r.CPU.Quota, *r.CPU.Period, *r.Pids.Limit)
+	if !slices.Equal(got, want) {
+		t.Fatalf("v1 settings\n got %v\nwant %v", got, want)
 	}
-	if r := v1Resources(Limits{}); r.Memory != nil || r.CPU != nil || r.Pids != nil {
-		t.Fatal("no limits asked, none set")
+	if s := v1Settings(Limits{}); len(s) != 0 {
+		t.Fatalf("no limits asked, yet %v", s)
+	}
+}
+
+func TestV2Settings(t *testing.T) {
+	got := v2Settings(Limits{Memory: 64 << 20, CPUs: 1.5, Pids: 16})
+	want := []setting{
+		{"memory", "memory.max", "67108864"},
+		{"memory", "memory.swap.max", "0"},
+		{"memory", "memory.oom.group", "1"},
+		{"cpu", "cpu.max", "150000 100000"},
+		{"pids", "pids.max", "16"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("v2 settings\n got %v\nwant %v", got, want)
+	}
+	if c := controllersOf(got); !slices.Equal(c, []string{"memory", "cpu", "pids"}) {
+		t.Fatalf("controllers %v", c)
+	}
+	if s := v2Settings(Limits{Pids: 8}); len(s) != 1 || s[0].file != "pids.max" {
+		t.Fatalf("only a pids limit asked, got %v", s)
 	}
 }
 
@@ -63,6 +91,16 @@ func TestRunGroupLifecycle(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	if r.CloneFD() >= 0 {
 		t.Skip("v2 host: entry is at clone time, covered by the VM suite")
+	}
+	for _, s := range v1Settings(Limits{Memory: 64 << 20, CPUs: 1, Pids: 16}) {
+		path := filepath.Join(r.(*v1Run).dirs[s.controller], s.file)
+		data, err := os.ReadFile(path)
+		if err != nil && s.file == "memory.memsw.limit_in_bytes" && errors.Is(err, os.ErrNotExist) {
+			continue // no swap accounting on a host without swap
+		}
+		if err != nil || strings.TrimSpace(string(data)) != s.value {
+			t.Fatalf("%s = %q (%v), want %s", path, data, err, s.value)
+		}
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -10,131 +10,134 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/containerd/cgroups/v3/cgroup1"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // v1Run is a run's group on v1 (or hybrid) hosts: one directory in each of
 // the memory, pids, cpu and cpuacct hierarchies.
 type v1Run struct {
-	cg   cgroup1.Cgroup
-	dirs map[cgroup1.Name]string // absolute directory per hierarchy
+	dirs map[string]string // absolute directory per hierarchy
 }
 
-// v1Controllers are the only hierarchies a run joins: the library's default
-// set would also create it in freezer, blkio, devices, cpuset... which costs
-// a mkdir and rmdir each and enforces nothing microbox asks for.
-var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu, cgroup1.Cpuacct}
-
-func v1Hierarchy() ([]cgroup1.Subsystem, error) {
-	return []cgroup1.Subsystem{
-		cgroup1.NewMemory(mountRoot, cgroup1.OptionalSwap()),
-		cgroup1.NewPids(mountRoot),
-		cgroup1.NewCpu(mountRoot),
-		cgroup1.NewCpuacct(mountRoot),
-	}, nil
-}
+// v1Controllers are the only hierarchies a run joins. Freezer, blkio,
+// devices and cpuset would each cost a mkdir, a move and an rmdir per run
+// and enforce nothing microbox asks for.
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
 // v1Parent is where run groups go in hierarchy sub: the requested parent,
 // or else microbox's own group there (so a caller's own limits still hold).
-func v1Parent(sub cgroup1.Name, parent string) (string, error) {
+func v1Parent(sub, parent string) (string, error) {
 	if parent != "" {
 		return parent, nil
 	}
-	return Own(string(sub))
+	return Own(sub)
+}
+
+// v1Settings are the files a run group's limits are written to, in order:
+// memory.limit_in_bytes before memsw, which may never be below it.
+func v1Settings(l Limits) []setting {
+	var s []setting
+	if l.Memory > 0 {
+		mem := strconv.FormatInt(l.Memory, 10)
+		// memsw equal to the limit: no swap on top of RAM.
+		s = append(s, setting{"memory", "memory.limit_in_bytes", mem},
+			setting{"memory", "memory.memsw.limit_in_bytes", mem})
+	}
+	if l.Pids > 0 {
+		s = append(s, setting{"pids", "pids.max", strconv.FormatInt(l.Pids, 10)})
+	}
+	if l.CPUs > 0 {
+		quota, period := cpuQuota(l.CPUs)
+		s = append(s, setting{"cpu", "cpu.cfs_period_us", strconv.FormatInt(period, 10)},
+			setting{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)})
+	}
+	return s
+}
+
+// v1Needed reports whether a limit asks for hierarchy sub, which must then
+// exist: fail closed rather than run without it.
+func v1Needed(sub string, l Limits) bool {
+	switch sub {
+	case "memory":
+		return l.Memory > 0
+	case "pids":
+		return l.Pids > 0
+	case "cpu":
+		return l.CPUs > 0
+	}
+	return false
 }
 
 func newV1(name string, opts Options) (Run, error) {
 	lim := opts.Limits
+	swapless := false
 	if lim.Memory > 0 {
-		if err := v1CheckSwap(); err != nil {
+		var err error
+		if swapless, err = v1CheckSwap(); err != nil {
 			return nil, err
 		}
 	}
-	// The library asks for a hierarchy's path at every step; resolve each
-	// parent once rather than re-reading /proc/self/cgroup every time.
-	paths := map[cgroup1.Name]string{}
+	r := &v1Run{dirs: map[string]string{}}
 	for _, sub := range v1Controllers {
-		if p, err := v1Parent(sub, opts.Parent); err == nil {
-			paths[sub] = filepath.Join(p, name)
+		parent, err := v1Parent(sub, opts.Parent)
+		if err == nil {
+			dir := filepath.Join(mountRoot, sub, parent, name)
+			if err = os.Mkdir(dir, 0o755); err == nil {
+				r.dirs[sub] = dir
+				continue
+			}
+		}
+		if v1Needed(sub, lim) {
+			r.Remove()
+			return nil, fmt.Errorf("create cgroup v1 %s: the %s hierarchy is needed for the requested limit: %w", name, sub, err)
 		}
 	}
-	path := func(sub cgroup1.Name) (string, error) {
-		if p, ok := paths[sub]; ok {
-			return p, nil
-		}
-		return "", fmt.Errorf("no %s line in /proc/self/cgroup", sub)
-	}
-	// Fail closed: a hierarchy that a requested limit needs must exist.
-	required := func(s cgroup1.Subsystem, _ cgroup1.Path, err error) error {
-		switch {
-		case s.Name() == cgroup1.Memory && lim.Memory > 0,
-			s.Name() == cgroup1.Pids && lim.Pids > 0,
-			s.Name() == cgroup1.Cpu && lim.CPUs > 0:
-			return fmt.Errorf("cgroup v1 %s hierarchy is needed for the requested limit: %w", s.Name(), err)
-		}
-		return cgroup1.ErrIgnoreSubsystem
-	}
-	cg, err := cgroup1.New(path, v1Resources(lim), cgroup1.WithHierarchy(v1Hierarchy),
-		func(c *cgroup1.InitConfig) error { c.InitCheck = required; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("create cgroup v1 %s: %w", name, err)
-	}
-	r := &v1Run{cg: cg, dirs: map[cgroup1.Name]string{}}
-	for _, s := range cg.Subsystems() {
-		p, err := path(s.Name())
-		if err != nil {
+	for _, s := range v1Settings(lim) {
+		if s.file == "memory.memsw.limit_in_bytes" && swapless {
 			continue
 		}
-		r.dirs[s.Name()] = filepath.Join(mountRoot, string(s.Name()), p)
+		if err := s.write(r.dirs[s.controller]); err != nil {
+			r.Remove()
+			return nil, err
+		}
 	}
 	return r, nil
 }
 
-func v1Resources(l Limits) *specs.LinuxResources {
-	res := &specs.LinuxResources{}
-	if l.Memory > 0 {
-		mem := l.Memory
-		// memsw equal to the limit: no swap on top of RAM.
-		res.Memory = &specs.LinuxMemory{Limit: &mem, Swap: &mem}
-	}
-	if l.Pids > 0 {
-		res.Pids = &specs.LinuxPids{Limit: &l.Pids}
-	}
-	if l.CPUs > 0 {
-		period := uint64(100000)
-		quota := int64(l.CPUs * float64(period))
-		res.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
-	}
-	return res
-}
-
 // v1CheckSwap refuses a memory limit that swap could get around: without
 // swap accounting (memory.memsw.*) a run could page out past its limit.
-func v1CheckSwap() error {
+// It reports whether memsw is missing on a host that has no swap at all.
+func v1CheckSwap() (swapless bool, err error) {
 	if fileExists(filepath.Join(mountRoot, "memory", "memory.memsw.limit_in_bytes")) {
-		return nil
+		return false, nil
 	}
 	data, err := os.ReadFile("/proc/swaps")
 	if err != nil || strings.Count(string(data), "\n") <= 1 {
-		return nil // no swap on this host: nothing to account
+		return true, nil // no swap on this host: nothing to account
 	}
-	return errors.New("the host has swap but no cgroup v1 swap accounting, so the memory limit cannot be enforced; boot with swapaccount=1 or turn swap off")
+	return false, errors.New("the host has swap but no cgroup v1 swap accounting, so the memory limit cannot be enforced; boot with swapaccount=1 or turn swap off")
 }
 
 func (r *v1Run) Mode() Mode   { return ModeV1 }
 func (r *v1Run) CloneFD() int { return -1 }
 
+// Enter writes pid into each hierarchy's cgroup.procs. v1 has no
+// CLONE_INTO_CGROUP, so the init is moved before it may go on.
 func (r *v1Run) Enter(pid int) error {
-	if err := r.cg.AddProc(uint64(pid)); err != nil {
-		return fmt.Errorf("move pid %d into cgroup v1: %w", pid, err)
+	p := []byte(strconv.Itoa(pid))
+	for _, sub := range v1Controllers {
+		dir, ok := r.dirs[sub]
+		if !ok {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), p, 0); err != nil {
+			return fmt.Errorf("move pid %d into cgroup %s: %w", pid, dir, err)
+		}
 	}
 	return nil
 }
 
 func (r *v1Run) CPUTime() (time.Duration, error) {
-	dir, ok := r.dirs[cgroup1.Cpuacct]
+	dir, ok := r.dirs["cpuacct"]
 	if !ok {
 		return 0, errors.New("no cpuacct hierarchy")
 	}
@@ -145,9 +148,9 @@ func (r *v1Run) CPUTime() (time.Duration, error) {
 // Kill signals every process of the group. v1 has no cgroup.kill; the pids
 // are read from the memory hierarchy until it is empty.
 func (r *v1Run) Kill() error {
-	dir, ok := r.dirs[cgroup1.Memory]
+	dir, ok := r.dirs["memory"]
 	if !ok {
-		dir, ok = r.dirs[cgroup1.Pids]
+		dir, ok = r.dirs["pids"]
 	}
 	if !ok {
 		return errors.New("no hierarchy to find the run's processes")
@@ -156,8 +159,7 @@ func (r *v1Run) Kill() error {
 }
 
 // Usage reads cpuacct.usage, the memory high-water mark and the OOM-kill
-// counter directly: cgroup1's Stat reads every file of every controller and
-// lacks memory.oom_control's oom_kill, the only reliable v1 OOM signal
+// counter of memory.oom_control, the only reliable v1 OOM signal
 // (memory.failcnt stays 0 when memsw equals the limit).
 func (r *v1Run) Usage() (Usage, error) {
 	var u Usage
@@ -165,7 +167,7 @@ func (r *v1Run) Usage() (Usage, error) {
 	cpu, err := r.CPUTime()
 	u.CPU = cpu
 	errs = append(errs, err)
-	if dir, ok := r.dirs[cgroup1.Memory]; ok {
+	if dir, ok := r.dirs["memory"]; ok {
 		peak, err := readUint(filepath.Join(dir, "memory.memsw.max_usage_in_bytes"))
 		if err != nil {
 			peak, err = readUint(filepath.Join(dir, "memory.max_usage_in_bytes"))
@@ -178,11 +180,17 @@ func (r *v1Run) Usage() (Usage, error) {
 	return u, errors.Join(errs...)
 }
 
+// Remove deletes the group from every hierarchy it was made in.
 func (r *v1Run) Remove() error {
-	if err := r.cg.Delete(); err != nil {
-		return fmt.Errorf("remove cgroup v1: %w", err)
+	var errs []error
+	for sub, dir := range r.dirs {
+		if err := retryRemove(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(r.dirs, sub)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func gcV1(parent string) ([]string, error) {
@@ -193,7 +201,7 @@ func gcV1(parent string) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		for _, dir := range staleRuns(filepath.Join(mountRoot, string(sub), p)) {
+		for _, dir := range staleRuns(filepath.Join(mountRoot, sub, p)) {
 			errs = append(errs, killProcs(filepath.Join(dir, "cgroup.procs")))
 			if err := retryRemove(dir); err != nil {
 				errs = append(errs, err)

@@ -9,13 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/containerd/cgroups/v3/cgroup2"
 )
 
 // v2Run is a run's group on a pure cgroup v2 host.
 type v2Run struct {
-	m   *cgroup2.Manager
 	dir string   // absolute directory
 	fd  *os.File // the directory, for CLONE_INTO_CGROUP
 }
@@ -25,40 +22,75 @@ type v2Run struct {
 // processes from doing so (the no-internal-processes rule).
 const supervisorLeaf = "microbox-supervisor"
 
+// v2Settings are the files a run group's limits are written to.
+func v2Settings(l Limits) []setting {
+	var s []setting
+	if l.Memory > 0 {
+		s = append(s, setting{"memory", "memory.max", strconv.FormatInt(l.Memory, 10)},
+			setting{"memory", "memory.swap.max", "0"},
+			// oom.group: an OOM kills the whole run, init included, so
+			// the verdict comes from memory.events (see nsjail's judge),
+			// and no half-killed tree goes on running.
+			setting{"memory", "memory.oom.group", "1"})
+	}
+	if l.CPUs > 0 {
+		quota, period := cpuQuota(l.CPUs)
+		s = append(s, setting{"cpu", "cpu.max", fmt.Sprintf("%d %d", quota, period)})
+	}
+	if l.Pids > 0 {
+		s = append(s, setting{"pids", "pids.max", strconv.FormatInt(l.Pids, 10)})
+	}
+	return s
+}
+
+// controllersOf lists the controllers that settings need, each once.
+func controllersOf(settings []setting) []string {
+	var c []string
+	for _, s := range settings {
+		if !contains(c, s.controller) {
+			c = append(c, s.controller)
+		}
+	}
+	return c
+}
+
 func newV2(name string, opts Options) (Run, error) {
-	lim := opts.Limits
-	res := &cgroup2.Resources{}
-	if lim.Memory > 0 {
-		mem, noSwap, group := lim.Memory, int64(0), true
-		// oom.group: an OOM kills the whole run, init included, so the
-		// verdict comes from memory.events (see nsjail's judge), and no
-		// half-killed tree goes on running.
-		res.Memory = &cgroup2.Memory{Max: &mem, Swap: &noSwap, OOMGroup: &group}
-	}
-	if lim.CPUs > 0 {
-		period := uint64(100000)
-		quota := int64(lim.CPUs * float64(period))
-		res.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)}
-	}
-	if lim.Pids > 0 {
-		res.Pids = &cgroup2.Pids{Max: lim.Pids}
-	}
-	parent, err := v2Parent(opts.Parent, res.EnabledControllers())
+	settings := v2Settings(opts.Limits)
+	parent, err := v2Parent(opts.Parent, controllersOf(settings))
 	if err != nil {
 		return nil, err
 	}
-	group := filepath.Join(parent, name)
-	m, err := cgroup2.NewManager(mountRoot, group, res)
-	if err != nil {
-		return nil, fmt.Errorf("create cgroup v2 %s: %w", group, err)
+	dir := filepath.Join(mountRoot, parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup v2 %s: %w", dir, err)
 	}
-	dir := filepath.Join(mountRoot, group)
-	fd, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		m.Delete()
+	r := &v2Run{dir: dir}
+	for _, s := range settings {
+		if err := r.apply(s); err != nil {
+			r.Remove()
+			return nil, err
+		}
+	}
+	if r.fd, err = os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
+		r.Remove()
 		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
 	}
-	return &v2Run{m: m, dir: dir, fd: fd}, nil
+	return r, nil
+}
+
+// apply writes one limit. memory.swap.max is absent when the kernel does
+// not account swap; that is safe only if the host has no swap to use.
+func (r *v2Run) apply(s setting) error {
+	err := s.write(r.dir)
+	if err != nil && s.file == "memory.swap.max" && errors.Is(err, os.ErrNotExist) && !hostHasSwap() {
+		return nil
+	}
+	return err
+}
+
+func hostHasSwap() bool {
+	data, err := os.ReadFile("/proc/swaps")
+	return err != nil || strings.Count(string(data), "\n") > 1
 }
 
 // v2Parent picks the group that run groups are made under and makes sure it
@@ -152,36 +184,52 @@ func (r *v2Run) CPUTime() (time.Duration, error) {
 	return time.Duration(usec) * time.Microsecond, err
 }
 
+// Kill uses cgroup.kill (Linux 5.14+), which also reaches processes forked
+// while it runs; before that, it signals the listed pids until none is left.
 func (r *v2Run) Kill() error {
-	if err := r.m.Kill(); err != nil {
+	err := os.WriteFile(filepath.Join(r.dir, "cgroup.kill"), []byte("1"), 0)
+	if err == nil {
+		return nil
+	}
+	if err := killProcs(filepath.Join(r.dir, "cgroup.procs")); err != nil {
 		return fmt.Errorf("kill cgroup %s: %w", r.dir, err)
 	}
 	return nil
 }
 
+// Usage reads cpu.stat, memory.peak (Linux 5.19+; 0 before) and
+// memory.events, whose oom_group_kill counts the group kills of
+// memory.oom.group.
 func (r *v2Run) Usage() (Usage, error) {
-	st, err := r.m.StatFiltered(cgroup2.StatCPU | cgroup2.StatMemory | cgroup2.StatMemoryEvents)
-	if err != nil {
-		return Usage{}, fmt.Errorf("read cgroup %s: %w", r.dir, err)
-	}
 	var u Usage
-	if st.CPU != nil {
-		u.CPU = time.Duration(st.CPU.UsageUsec) * time.Microsecond
+	var errs []error
+	usec, err := readKey(filepath.Join(r.dir, "cpu.stat"), "usage_usec")
+	u.CPU = time.Duration(usec) * time.Microsecond
+	errs = append(errs, err)
+	if peak, err := readUint(filepath.Join(r.dir, "memory.peak")); err == nil {
+		u.PeakMemory = int64(peak)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
 	}
-	if st.Memory != nil {
-		u.PeakMemory = int64(st.Memory.MaxUsage) // memory.peak (kernel 5.19+)
-	}
-	if st.MemoryEvents != nil {
-		u.OOMKills = st.MemoryEvents.OomKill
-		if st.MemoryEvents.OomGroupKill > u.OOMKills {
-			u.OOMKills = st.MemoryEvents.OomGroupKill
+	events := filepath.Join(r.dir, "memory.events")
+	if fileExists(events) {
+		kills, err := readKey(events, "oom_kill")
+		errs = append(errs, err)
+		if group, err := readKey(events, "oom_group_kill"); err == nil && group > kills {
+			kills = group // key present since Linux 6.1
 		}
+		u.OOMKills = kills
+	}
+	if err := errors.Join(errs...); err != nil {
+		return u, fmt.Errorf("read cgroup %s: %w", r.dir, err)
 	}
 	return u, nil
 }
 
 func (r *v2Run) Remove() error {
-	r.fd.Close()
+	if r.fd != nil {
+		r.fd.Close()
+	}
 	return retryRemove(r.dir)
 }
 

@@ -511,3 +511,21 @@ func TestBatchPinsWorkers(t *testing.T) {
 		t.Fatalf("not pinned: %+v, want affinity %q", lines, want)
 	}
 }
+
+func TestProgressLine(t *testing.T) {
+	p := newProgress(false, 400, "runs", statusOrder)
+	for i := 0; i < 100; i++ {
+		p.add("ok")
+	}
+	p.add("timeout")
+	got := p.line(10 * time.Second)
+	want := "[=======>                      ] 101/400 10.1 runs/s ETA 30s | ok 100 timeout 1"
+	if got != want {
+		t.Fatalf("line\n got %q\nwant %q", got, want)
+	}
+	p = newProgress(false, -1, "samples", nil)
+	p.add("passed")
+	if got := p.line(time.Second); got != "1 1.0 samples/s | passed 1" {
+		t.Fatalf("unknown total: %q", got)
+	}
+}
