@@ -1,10 +1,10 @@
 package rootfs
 
-// Importing a container image as a root. go-containerregistry reads the
-// image (an OCI layout directory, a `docker save` archive or an OCI
-// archive) and flattens its layers, applying whiteouts and opaque
-// directories (mutate.Extract); extractTar writes the flattened tree into
-// the stage without ever leaving it.
+// Importing a container image as a root: oci.go reads the image (an OCI
+// layout directory, a `docker save` archive or an OCI archive) and
+// flattens its layers, applying whiteouts and opaque directories;
+// extractTar writes the flattened tree into the stage without ever leaving
+// it.
 
 import (
 	"archive/tar"
@@ -18,25 +18,21 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // ImageInfo records where an imported root came from.
 type ImageInfo struct {
-	Source string   `json:"source"`
-	Format string   `json:"format"` // oci-layout, docker-archive, oci-archive
-	Ref    string   `json:"ref,omitempty"`
-	Digest string   `json:"digest"`
+	Source string `json:"source"`
+	Format string `json:"format"` // oci-layout, docker-archive, oci-archive
+	Ref    string `json:"ref,omitempty"`
+	// Digest is the manifest's digest (OCI), or the image ID, the config's
+	// digest (docker-archive, which has no manifest blob).
+	Digest string `json:"digest"`
+	// Layers are the layer blobs' digests as stored (compressed or not),
+	// bottom first; each was checked against the manifest where it names one.
 	Layers []string `json:"layers"`
 }
 
@@ -55,35 +51,26 @@ func Import(ctx context.Context, src, stage string, o ImportOptions) (*Manifest,
 	if log == nil {
 		log = io.Discard
 	}
-	img, info, cleanup, err := openImage(src, o.Ref)
+	img, cleanup, err := openImage(src, o.Ref)
+	defer cleanup()
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	layers, err := img.Layers()
-	if err != nil {
-		return nil, fmt.Errorf("%s: read layers: %w", src, err)
-	}
-	for _, l := range layers {
-		d, err := l.Digest()
-		if err != nil {
-			return nil, fmt.Errorf("%s: layer digest: %w", src, err)
-		}
-		info.Layers = append(info.Layers, d.String())
-	}
-	if d, err := img.Digest(); err == nil {
-		info.Digest = d.String()
-	}
-	fmt.Fprintf(log, "microbox: image %s (%s, %d layers)\n", info.Digest, info.Format, len(layers))
+	info := img.info
+	fmt.Fprintf(log, "microbox: image %s (%s, %d layers)\n", info.Digest, info.Format, len(img.layers))
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		return nil, err
 	}
-	flat := mutate.Extract(img)
-	defer flat.Close()
+	flat := flatten(img)
 	stats, err := extractTar(stage, &ctxReader{ctx, flat})
+	layers, ferr := flat.wait()
+	if err == nil && ferr != nil && !errors.Is(ferr, io.ErrClosedPipe) {
+		err = ferr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("unpack %s: %w", src, err)
 	}
+	info.Layers = layers
 	m := &Manifest{Kind: "import", Image: info, Notes: stats.notes()}
 	notes, err := Finish(stage, false)
 	if err != nil {
@@ -112,85 +99,50 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 }
 
 // openImage opens an OCI layout directory, a `docker save` archive or an
-// OCI archive (a tarred layout).
-func openImage(src, ref string) (v1.Image, *ImageInfo, func(), error) {
-	nothing := func() {}
+// OCI archive (a tarred layout, unpacked into a temporary directory that
+// cleanup removes).
+func openImage(src, ref string) (img *image, cleanup func(), err error) {
+	cleanup = func() {}
 	abs, err := filepath.Abs(src)
 	if err != nil {
-		return nil, nil, nothing, err
+		return nil, cleanup, err
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, nil, nothing, fmt.Errorf("image %s: %w", src, err)
+		return nil, cleanup, fmt.Errorf("image %s: %w", src, err)
 	}
 	info := &ImageInfo{Source: abs, Ref: ref}
 	if fi.IsDir() {
 		if _, err := os.Stat(filepath.Join(abs, "oci-layout")); err != nil {
-			return nil, nil, nothing, fmt.Errorf("%s is a directory but not an OCI image layout (no oci-layout file)", src)
+			return nil, cleanup, fmt.Errorf("%s is a directory but not an OCI image layout (no oci-layout file)", src)
 		}
 		info.Format = "oci-layout"
-		img, err := layoutImage(abs, ref)
-		return img, info, nothing, err
+		img, err := layoutImage(abs, ref, info)
+		return img, cleanup, err
 	}
 	names, err := archiveNames(abs)
 	if err != nil {
-		return nil, nil, nothing, err
+		return nil, cleanup, err
 	}
 	switch {
 	case names["manifest.json"]:
 		info.Format = "docker-archive"
-		tag, err := archiveTag(abs, ref)
-		if err != nil {
-			return nil, nil, nothing, err
-		}
-		img, err := tarball.ImageFromPath(abs, tag)
-		if err != nil {
-			return nil, nil, nothing, fmt.Errorf("%s: %w", src, err)
-		}
-		return img, info, nothing, nil
+		img, err := dockerArchiveImage(abs, ref, info)
+		return img, cleanup, err
 	case names["oci-layout"] && names["index.json"]:
 		info.Format = "oci-archive"
 		tmp, err := os.MkdirTemp("", "microbox-oci-")
 		if err != nil {
-			return nil, nil, nothing, err
+			return nil, cleanup, err
 		}
-		cleanup := func() { os.RemoveAll(tmp) }
+		cleanup = func() { os.RemoveAll(tmp) }
 		if err := untarFile(abs, tmp); err != nil {
-			cleanup()
-			return nil, nil, nothing, err
+			return nil, cleanup, err
 		}
-		img, err := layoutImage(tmp, ref)
-		if err != nil {
-			cleanup()
-			return nil, nil, nothing, err
-		}
-		return img, info, cleanup, nil
+		img, err := layoutImage(tmp, ref, info)
+		return img, cleanup, err
 	}
-	return nil, nil, nothing, fmt.Errorf("%s is neither an OCI image layout, a `docker save` archive nor an OCI archive", src)
-}
-
-// archiveTag names the image to take from a `docker save` archive: nil
-// (its only image) or the tag asked for.
-func archiveTag(p, ref string) (*name.Tag, error) {
-	if ref != "" {
-		t, err := name.NewTag(ref)
-		if err != nil {
-			return nil, fmt.Errorf("--ref %q: %w", ref, err)
-		}
-		return &t, nil
-	}
-	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(p) })
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	if len(m) > 1 {
-		var tags []string
-		for _, d := range m {
-			tags = append(tags, d.RepoTags...)
-		}
-		return nil, fmt.Errorf("%s holds %d images (%s); pick one with --ref", p, len(m), strings.Join(tags, ", "))
-	}
-	return nil, nil
+	return nil, cleanup, fmt.Errorf("%s is neither an OCI image layout, a `docker save` archive nor an OCI archive", src)
 }
 
 // archiveNames lists the top-level files of a tar archive.
@@ -226,68 +178,6 @@ func untarFile(p, dir string) error {
 	defer f.Close()
 	_, err = extractTar(dir, f)
 	return err
-}
-
-// layoutImage picks the image for this platform (or named ref) from an
-// OCI layout, descending into nested indexes (multi-platform images).
-func layoutImage(dir, ref string) (v1.Image, error) {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("OCI layout %s: %w", dir, err)
-	}
-	var found []v1.Image
-	var names []string
-	if err := collectImages(idx, ref, "", &found, &names); err != nil {
-		return nil, fmt.Errorf("OCI layout %s: %w", dir, err)
-	}
-	switch {
-	case len(found) == 1:
-		return found[0], nil
-	case len(found) == 0 && ref != "":
-		return nil, fmt.Errorf("OCI layout %s has no image %q for linux/%s", dir, ref, runtime.GOARCH)
-	case len(found) == 0:
-		return nil, fmt.Errorf("OCI layout %s has no image for linux/%s", dir, runtime.GOARCH)
-	}
-	return nil, fmt.Errorf("OCI layout %s holds several images (%s); pick one with --ref", dir, strings.Join(names, ", "))
-}
-
-const refAnnotation = "org.opencontainers.image.ref.name"
-
-func collectImages(idx v1.ImageIndex, ref, name string, found *[]v1.Image, names *[]string) error {
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return err
-	}
-	for _, d := range m.Manifests {
-		n := name
-		if a := d.Annotations[refAnnotation]; a != "" {
-			n = a
-		}
-		if d.Platform != nil && (d.Platform.OS != "linux" || d.Platform.Architecture != runtime.GOARCH) {
-			continue
-		}
-		switch d.MediaType {
-		case types.OCIImageIndex, types.DockerManifestList:
-			child, err := idx.ImageIndex(d.Digest)
-			if err != nil {
-				return err
-			}
-			if err := collectImages(child, ref, n, found, names); err != nil {
-				return err
-			}
-		case types.OCIManifestSchema1, types.DockerManifestSchema2:
-			if ref != "" && n != ref && !strings.HasSuffix(n, ":"+ref) && !strings.HasSuffix(ref, ":"+n) {
-				continue
-			}
-			img, err := idx.Image(d.Digest)
-			if err != nil {
-				return err
-			}
-			*found = append(*found, img)
-			*names = append(*names, cmpOr(n, d.Digest.String()))
-		}
-	}
-	return nil
 }
 
 func cmpOr(a, b string) string {

@@ -1,0 +1,439 @@
+package rootfs
+
+// Reading container images without a registry library. The three formats
+// Import accepts are small, stable specifications: an OCI image layout
+// (index.json, blobs/<alg>/<hex>), the same layout tarred (an OCI archive),
+// and `docker save`'s archive (manifest.json naming a config and layer
+// files). go-containerregistry did this before; its package initialisation
+// (digest regexps, zstd and gzip tables, net) cost every `microbox exec`
+// about 1.4 ms of start-up for a command an operator runs once. It remains
+// the reference the tests build their images with.
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// image is what Import needs of an image, whatever its format.
+type image struct {
+	info   *ImageInfo
+	layers []layer // bottom first
+}
+
+// layer is one layer blob as stored: perhaps compressed, perhaps with the
+// digest its manifest gives it, which reading it checks.
+type layer struct {
+	name   string // for messages
+	digest string // "sha256:<hex>", or "" if the format names none
+	open   func() (io.ReadCloser, error)
+}
+
+// descriptor, ociIndex and ociManifest are the parts of the OCI image
+// spec's JSON (and Docker's v2 equivalents) that Import reads.
+type descriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Annotations map[string]string `json:"annotations"`
+	Platform    *struct {
+		OS           string `json:"os"`
+		Architecture string `json:"architecture"`
+	} `json:"platform"`
+}
+
+type ociIndex struct {
+	Manifests []descriptor `json:"manifests"`
+}
+
+type ociManifest struct {
+	MediaType string       `json:"mediaType"`
+	Layers    []descriptor `json:"layers"`
+}
+
+const (
+	mediaOCIIndex       = "application/vnd.oci.image.index.v1+json"
+	mediaDockerList     = "application/vnd.docker.distribution.manifest.list.v2+json"
+	mediaOCIManifest    = "application/vnd.oci.image.manifest.v1+json"
+	mediaDockerManifest = "application/vnd.docker.distribution.manifest.v2+json"
+	refAnnotation       = "org.opencontainers.image.ref.name"
+	maxJSONBlob         = 4 << 20 // indexes, manifests and configs are small
+	whiteoutPrefix      = ".wh."
+	opaqueWhiteout      = ".wh..wh..opq"
+)
+
+// blobPath is where a blob lives in a layout. The digest is checked first:
+// it comes from the image, and must not name a path outside blobs/.
+func blobPath(dir, digest string) (string, error) {
+	alg, hexPart, ok := strings.Cut(digest, ":")
+	want := map[string]int{"sha256": 64, "sha512": 128}[alg]
+	if !ok || want == 0 || len(hexPart) != want || strings.Trim(hexPart, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("malformed digest %q", digest)
+	}
+	return filepath.Join(dir, "blobs", alg, hexPart), nil
+}
+
+// readJSONBlob reads and decodes a small blob, checking its digest.
+func readJSONBlob(dir, digest string, v any) error {
+	p, err := blobPath(dir, digest)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxJSONBlob))
+	if err != nil {
+		return err
+	}
+	if got := digestOf(digest, data); got != digest {
+		return fmt.Errorf("blob %s has digest %s", digest, got)
+	}
+	return json.Unmarshal(data, v)
+}
+
+func newHash(digest string) hash.Hash {
+	if strings.HasPrefix(digest, "sha512:") {
+		return sha512.New()
+	}
+	return sha256.New()
+}
+
+func digestOf(like string, data []byte) string {
+	h := newHash(like)
+	h.Write(data)
+	alg, _, _ := strings.Cut(like, ":")
+	if alg != "sha512" {
+		alg = "sha256"
+	}
+	return alg + ":" + hex.EncodeToString(h.Sum(nil))
+}
+
+// layoutImage picks the image for this platform (or named ref) from an
+// OCI layout, descending into nested indexes (multi-platform images).
+func layoutImage(dir, ref string, info *ImageInfo) (*image, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		return nil, fmt.Errorf("OCI layout %s: %w", dir, err)
+	}
+	var idx ociIndex
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("OCI layout %s: index.json: %w", dir, err)
+	}
+	var found []descriptor
+	var names []string
+	if err := collectImages(dir, idx, ref, "", 0, &found, &names); err != nil {
+		return nil, fmt.Errorf("OCI layout %s: %w", dir, err)
+	}
+	switch {
+	case len(found) == 0 && ref != "":
+		return nil, fmt.Errorf("OCI layout %s has no image %q for linux/%s", dir, ref, runtime.GOARCH)
+	case len(found) == 0:
+		return nil, fmt.Errorf("OCI layout %s has no image for linux/%s", dir, runtime.GOARCH)
+	case len(found) > 1:
+		return nil, fmt.Errorf("OCI layout %s holds several images (%s); pick one with --ref", dir, strings.Join(names, ", "))
+	}
+	var m ociManifest
+	if err := readJSONBlob(dir, found[0].Digest, &m); err != nil {
+		return nil, fmt.Errorf("OCI layout %s: manifest: %w", dir, err)
+	}
+	info.Digest = found[0].Digest
+	img := &image{info: info}
+	for _, d := range m.Layers {
+		if strings.Contains(d.MediaType, "zstd") {
+			return nil, fmt.Errorf("OCI layout %s: layer %s is zstd-compressed, which microbox does not read; save the image with gzip or uncompressed layers", dir, d.Digest)
+		}
+		p, err := blobPath(dir, d.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("OCI layout %s: layer: %w", dir, err)
+		}
+		img.layers = append(img.layers, layer{name: d.Digest, digest: d.Digest,
+			open: func() (io.ReadCloser, error) { return os.Open(p) }})
+	}
+	return img, nil
+}
+
+func collectImages(dir string, idx ociIndex, ref, name string, depth int, found *[]descriptor, names *[]string) error {
+	if depth > 4 {
+		return errors.New("image indexes nested too deeply")
+	}
+	for _, d := range idx.Manifests {
+		n := name
+		if a := d.Annotations[refAnnotation]; a != "" {
+			n = a
+		}
+		if d.Platform != nil && (d.Platform.OS != "linux" || d.Platform.Architecture != runtime.GOARCH) {
+			continue
+		}
+		switch d.MediaType {
+		case mediaOCIIndex, mediaDockerList:
+			var child ociIndex
+			if err := readJSONBlob(dir, d.Digest, &child); err != nil {
+				return err
+			}
+			if err := collectImages(dir, child, ref, n, depth+1, found, names); err != nil {
+				return err
+			}
+		case mediaOCIManifest, mediaDockerManifest:
+			if ref != "" && n != ref && !strings.HasSuffix(n, ":"+ref) && !strings.HasSuffix(ref, ":"+n) {
+				continue
+			}
+			*found = append(*found, d)
+			*names = append(*names, cmpOr(n, d.Digest))
+		}
+	}
+	return nil
+}
+
+// dockerManifest is one image of a `docker save` archive's manifest.json.
+type dockerManifest struct {
+	Config   string   `json:"Config"`
+	RepoTags []string `json:"RepoTags"`
+	Layers   []string `json:"Layers"`
+}
+
+// dockerArchiveImage picks the image (the only one, or the one tagged ref)
+// of a `docker save` archive. Its digest is the image ID, the config's
+// digest; layer digests are those of the layer files as stored.
+func dockerArchiveImage(archive, ref string, info *ImageInfo) (*image, error) {
+	var ms []dockerManifest
+	data, err := readMember(archive, "manifest.json")
+	if err == nil {
+		err = json.Unmarshal(data, &ms)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: manifest.json: %w", archive, err)
+	}
+	var m *dockerManifest
+	var tags []string
+	for i := range ms {
+		tags = append(tags, ms[i].RepoTags...)
+		if ref == "" || slices.ContainsFunc(ms[i].RepoTags, func(t string) bool { return sameTag(t, ref) }) {
+			if m != nil {
+				return nil, fmt.Errorf("%s holds %d images (%s); pick one with --ref", archive, len(ms), strings.Join(tags, ", "))
+			}
+			m = &ms[i]
+		}
+	}
+	if m == nil && ref != "" {
+		return nil, fmt.Errorf("%s has no image tagged %q (it has %s)", archive, ref, strings.Join(tags, ", "))
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%s: manifest.json lists no image", archive)
+	}
+	config, err := readMember(archive, m.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%s: config %s: %w", archive, m.Config, err)
+	}
+	info.Digest = digestOf("sha256:", config)
+	img := &image{info: info}
+	for _, l := range m.Layers {
+		member := l
+		img.layers = append(img.layers, layer{name: member,
+			open: func() (io.ReadCloser, error) { return openMember(archive, member) }})
+	}
+	return img, nil
+}
+
+// sameTag compares two image references the way `docker` reads them:
+// python:3.12, docker.io/library/python:3.12 and
+// index.docker.io/library/python:3.12 are one image; no tag means latest.
+func sameTag(a, b string) bool {
+	return normalTag(a) == normalTag(b)
+}
+
+func normalTag(t string) string {
+	for _, p := range []string{"index.docker.io/", "docker.io/"} {
+		t = strings.TrimPrefix(t, p)
+	}
+	t = strings.TrimPrefix(t, "library/")
+	if i := strings.LastIndex(t, "/"); !strings.Contains(t[i+1:], ":") && !strings.Contains(t, "@") {
+		t += ":latest"
+	}
+	return t
+}
+
+// readMember returns a small member of a tar archive.
+func readMember(archive, name string) ([]byte, error) {
+	r, err := openMember(archive, name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(io.LimitReader(r, maxJSONBlob))
+}
+
+// openMember opens the member called name of a tar archive.
+func openMember(archive, name string) (io.ReadCloser, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return nil, err
+	}
+	want := path.Clean(strings.TrimPrefix(name, "./"))
+	tr := tar.NewReader(bufio.NewReader(f))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			f.Close()
+			if err == io.EOF {
+				err = fmt.Errorf("no member %s", name)
+			}
+			return nil, err
+		}
+		if path.Clean(strings.TrimPrefix(h.Name, "./")) == want && h.Typeflag == tar.TypeReg {
+			return struct {
+				io.Reader
+				io.Closer
+			}{tr, f}, nil
+		}
+	}
+}
+
+// flatten writes the union of the layers as one tar stream, the way a
+// container runtime would stack them: an upper layer's entry hides the
+// same path below (a non-directory also hides everything under it), a
+// whiteout ".wh.NAME" hides NAME below, and an opaque whiteout hides all
+// that lies below in its directory. Layers are read top first, so every
+// path is written once; whiteouts take effect once their layer is done.
+// It records each layer's digest, and refuses a layer whose content does
+// not match the digest its manifest gives.
+func flatten(img *image) *flattened {
+	pr, pw := io.Pipe()
+	f := &flattened{PipeReader: pr, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		tw := tar.NewWriter(pw)
+		seen := map[string]bool{} // path → hides what is below it
+		digests := make([]string, len(img.layers))
+		var err error
+		for i := len(img.layers) - 1; i >= 0 && err == nil; i-- {
+			digests[i], err = flattenLayer(img.layers[i], tw, seen)
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		f.digests, f.err = digests, err
+		pw.CloseWithError(err)
+	}()
+	return f
+}
+
+// flattened is the stream flatten writes; wait says how it ended.
+type flattened struct {
+	*io.PipeReader
+	done    chan struct{}
+	digests []string
+	err     error
+}
+
+// wait stops the stream (if the reader gave up early) and returns the
+// layers' digests, bottom first, or why flattening failed.
+func (f *flattened) wait() ([]string, error) {
+	f.Close()
+	<-f.done
+	return f.digests, f.err
+}
+
+func flattenLayer(l layer, tw *tar.Writer, seen map[string]bool) (string, error) {
+	raw, err := l.open()
+	if err != nil {
+		return "", fmt.Errorf("layer %s: %w", l.name, err)
+	}
+	defer raw.Close()
+	h := newHash(l.digest)
+	br := bufio.NewReader(io.TeeReader(raw, h))
+	var content io.Reader = br
+	magic, _ := br.Peek(4)
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return "", fmt.Errorf("layer %s: %w", l.name, err)
+		}
+		content = gz
+	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		return "", fmt.Errorf("layer %s is zstd-compressed, which microbox does not read; save the image with gzip or uncompressed layers", l.name)
+	}
+	hidden := map[string]bool{} // this layer's whiteouts, for the layers below
+	tr := tar.NewReader(content)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("layer %s: %w", l.name, err)
+		}
+		name := path.Clean("/" + hdr.Name)
+		dir, base := path.Split(name)
+		switch {
+		case base == opaqueWhiteout:
+			hidden[opaqueKey(dir)] = true // everything below, under dir
+			continue
+		case strings.HasPrefix(base, whiteoutPrefix):
+			hidden[path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))] = true
+			continue
+		}
+		if _, done := seen[name]; done || underHidden(seen, name) {
+			continue
+		}
+		seen[name] = hdr.Typeflag != tar.TypeDir
+		if err := tw.WriteHeader(hdr); err != nil {
+			return "", err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return "", fmt.Errorf("layer %s: %s: %w", l.name, name, err)
+		}
+	}
+	// The digest covers the blob to its end, past the tar's last entry.
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return "", fmt.Errorf("layer %s: %w", l.name, err)
+	}
+	alg, _, _ := strings.Cut(l.digest, ":")
+	got := cmpOr(alg, "sha256") + ":" + hex.EncodeToString(h.Sum(nil))
+	if l.digest != "" && got != l.digest {
+		return "", fmt.Errorf("layer %s: content has digest %s; the image is corrupt", l.name, got)
+	}
+	for p := range hidden {
+		seen[p] = true
+	}
+	return got, nil
+}
+
+// opaqueKey is the key of an opaque whiteout of dir: the path with a
+// trailing slash, which no entry's own (cleaned) path has.
+func opaqueKey(dir string) string {
+	return strings.TrimSuffix(path.Clean(dir), "/") + "/"
+}
+
+// underHidden reports whether an upper layer hid name: a whiteout or a
+// non-directory at name or at one of its parents, or an opaque whiteout
+// ("dir/") in one of its parents.
+func underHidden(seen map[string]bool, name string) bool {
+	for p := name; p != "/"; {
+		if seen[p] && p != name {
+			return true
+		}
+		p = path.Dir(p)
+		if seen[opaqueKey(p)] {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,168 @@
+package rootfs
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// memLayers makes an image of in-memory layer tars, bottom first.
+func memLayers(layers ...[]byte) *image {
+	img := &image{info: &ImageInfo{}}
+	for i, l := range layers {
+		data := l
+		img.layers = append(img.layers, layer{name: string(rune('a' + i)),
+			open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
+	}
+	return img
+}
+
+// flatNames lists the entries flatten writes for img, sorted.
+func flatNames(t *testing.T, img *image) []string {
+	t.Helper()
+	f := flatten(img)
+	tr := tar.NewReader(f)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, strings.TrimSuffix(h.Name, "/"))
+	}
+	if _, err := f.wait(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// The union rules, one case each: what the upper layer does to the lower.
+func TestFlattenWhiteouts(t *testing.T) {
+	lower := tarOf(t,
+		entry{name: "d/", typ: tar.TypeDir},
+		entry{name: "d/a", body: "lower"},
+		entry{name: "d/sub/", typ: tar.TypeDir},
+		entry{name: "d/sub/deep", body: "lower"},
+		entry{name: "e/", typ: tar.TypeDir},
+		entry{name: "e/x", body: "lower"},
+		entry{name: "f/", typ: tar.TypeDir},
+		entry{name: "f/y", body: "lower"},
+		entry{name: "g", body: "lower"},
+	)
+	cases := []struct {
+		what  string
+		upper []byte
+		want  string
+	}{
+		{"nothing", tarOf(t, entry{name: "new", body: "u"}),
+			"d d/a d/sub d/sub/deep e e/x f f/y g new"},
+		{"file whiteout", tarOf(t, entry{name: "d/.wh.a"}),
+			"d d/sub d/sub/deep e e/x f f/y g"},
+		{"directory whiteout hides its tree", tarOf(t, entry{name: "d/.wh.sub"}),
+			"d d/a e e/x f f/y g"},
+		{"opaque directory keeps its own layer's entries", tarOf(t,
+			entry{name: "d/", typ: tar.TypeDir}, entry{name: "d/.wh..wh..opq"}, entry{name: "d/fresh", body: "u"}),
+			"d d/fresh e e/x f f/y g"},
+		{"a file replaces a directory and its tree", tarOf(t, entry{name: "e", body: "now a file"}),
+			"d d/a d/sub d/sub/deep e f f/y g"},
+		{"a directory replaces a file", tarOf(t, entry{name: "g/", typ: tar.TypeDir}, entry{name: "g/z", body: "u"}),
+			"d d/a d/sub d/sub/deep e e/x f f/y g g/z"},
+		{"whiteout and re-creation in one layer", tarOf(t, entry{name: ".wh.f"}, entry{name: "f/", typ: tar.TypeDir}, entry{name: "f/new", body: "u"}),
+			"d d/a d/sub d/sub/deep e e/x f f/new g"},
+	}
+	for _, c := range cases {
+		t.Run(c.what, func(t *testing.T) {
+			got := strings.Join(flatNames(t, memLayers(lower, c.upper)), " ")
+			if got != c.want {
+				t.Errorf("\n got %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
+// Gzip layers are read; zstd layers are refused by name, not mistaken for
+// a broken tar.
+func TestFlattenCompression(t *testing.T) {
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	w.Write(tarOf(t, entry{name: "zipped", body: "x"}))
+	w.Close()
+	if got := flatNames(t, memLayers(gz.Bytes())); !slices.Equal(got, []string{"zipped"}) {
+		t.Errorf("gzip layer gave %v", got)
+	}
+	f := flatten(memLayers(append([]byte{0x28, 0xb5, 0x2f, 0xfd}, make([]byte, 64)...)))
+	io.Copy(io.Discard, f)
+	if _, err := f.wait(); err == nil || !strings.Contains(err.Error(), "zstd") {
+		t.Errorf("zstd layer: %v", err)
+	}
+}
+
+// A layout whose blob does not match its digest is refused, and so is a
+// digest that would name a path outside blobs/.
+func TestLayoutDigests(t *testing.T) {
+	tmp := reachableDir(t)
+	p, err := layout.Write(filepath.Join(tmp, "oci"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	img, err := layoutImage(filepath.Join(tmp, "oci"), "", &ImageInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, _ := blobPath(filepath.Join(tmp, "oci"), img.layers[1].digest)
+	data, _ := os.ReadFile(blob)
+	os.WriteFile(blob, append(data, 0), 0o644) // trailing byte: tar still reads
+	_, err = Import(context.Background(), filepath.Join(tmp, "oci"), filepath.Join(tmp, "root"), ImportOptions{})
+	if err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("tampered layer imported: %v", err)
+	}
+	for _, d := range []string{"sha256:../../../etc/passwd", "sha256:abc", "md5:" + strings.Repeat("0", 32), "sha256:" + strings.Repeat("A", 64)} {
+		if _, err := blobPath(tmp, d); err == nil {
+			t.Errorf("digest %q accepted", d)
+		}
+	}
+}
+
+// --ref picks one image of a `docker save` archive that holds several,
+// however the tag is spelled; without it, the archive is refused.
+func TestDockerArchiveRef(t *testing.T) {
+	tmp := reachableDir(t)
+	archive := filepath.Join(tmp, "two.tar")
+	a, _ := name.NewTag("python:3.12-slim")
+	b, _ := name.NewTag("example.test/other")
+	refs := map[name.Reference]v1.Image{a: testImage(t), b: testImage(t)}
+	if err := tarball.MultiRefWriteToFile(archive, refs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dockerArchiveImage(archive, "", &ImageInfo{}); err == nil || !strings.Contains(err.Error(), "--ref") {
+		t.Errorf("two images without --ref: %v", err)
+	}
+	for _, ref := range []string{"python:3.12-slim", "docker.io/library/python:3.12-slim", "example.test/other:latest", "example.test/other"} {
+		if _, err := dockerArchiveImage(archive, ref, &ImageInfo{}); err != nil {
+			t.Errorf("--ref %s: %v", ref, err)
+		}
+	}
+	if _, err := dockerArchiveImage(archive, "python:3.11", &ImageInfo{}); err == nil {
+		t.Error("--ref python:3.11 matched")
+	}
+}
