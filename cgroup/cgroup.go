@@ -12,7 +12,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -147,24 +146,35 @@ func retryRemove(dir string) error {
 // Own returns this process's path in the hierarchy whose
 // /proc/self/cgroup line lists controller ("" is the v2 line).
 func Own(controller string) (string, error) {
-	f, err := os.Open("/proc/self/cgroup")
+	own, err := ownGroups()
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
+	p, ok := own[controller]
+	if !ok {
+		return "", fmt.Errorf("no %q line in /proc/self/cgroup", controller)
+	}
+	return p, nil
+}
+
+// ownGroups maps each controller of /proc/self/cgroup ("" for v2) to this
+// process's path in its hierarchy.
+func ownGroups() (map[string]string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	own := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
 		}
 		for _, c := range strings.Split(parts[1], ",") {
-			if c == controller {
-				return parts[2], nil
-			}
+			own[c] = parts[2]
 		}
 	}
-	return "", fmt.Errorf("no %q line in /proc/self/cgroup", controller)
+	return own, nil
 }
 
 // setting is one limit: value written to file in controller's directory.

@@ -23,13 +23,24 @@ type v1Run struct {
 // and enforce nothing microbox asks for.
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
-// v1Parent is where run groups go in hierarchy sub: the requested parent,
-// or else microbox's own group there (so a caller's own limits still hold).
-func v1Parent(sub, parent string) (string, error) {
-	if parent != "" {
-		return parent, nil
+// v1Parents says where run groups go in each hierarchy: the requested
+// parent, or else microbox's own group there (so a caller's own limits
+// still hold). A hierarchy missing from /proc/self/cgroup is left out.
+func v1Parents(parent string) (map[string]string, error) {
+	parents := map[string]string{}
+	own, err := ownGroups()
+	for _, sub := range v1Controllers {
+		if p, ok := own[sub]; ok {
+			parents[sub] = p
+		}
+		if parent != "" {
+			parents[sub] = parent
+		}
 	}
-	return Own(sub)
+	if parent != "" {
+		err = nil
+	}
+	return parents, err
 }
 
 // v1Settings are the files a run group's limits are written to, in order:
@@ -76,10 +87,15 @@ func newV1(name string, opts Options) (Run, error) {
 			return nil, err
 		}
 	}
+	parents, err := v1Parents(opts.Parent)
+	if err != nil {
+		return nil, fmt.Errorf("find own cgroups: %w", err)
+	}
 	r := &v1Run{dirs: map[string]string{}}
 	for _, sub := range v1Controllers {
-		parent, err := v1Parent(sub, opts.Parent)
-		if err == nil {
+		parent, ok := parents[sub]
+		err := fmt.Errorf("no %s line in /proc/self/cgroup", sub)
+		if ok {
 			dir := filepath.Join(mountRoot, sub, parent, name)
 			if err = os.Mkdir(dir, 0o755); err == nil {
 				r.dirs[sub] = dir
@@ -194,13 +210,13 @@ func (r *v1Run) Remove() error {
 }
 
 func gcV1(parent string) ([]string, error) {
+	parents, err := v1Parents(parent)
+	if err != nil {
+		return nil, err
+	}
 	var removed []string
 	var errs []error
-	for _, sub := range v1Controllers {
-		p, err := v1Parent(sub, parent)
-		if err != nil {
-			continue
-		}
+	for sub, p := range parents {
 		for _, dir := range staleRuns(filepath.Join(mountRoot, sub, p)) {
 			errs = append(errs, killProcs(filepath.Join(dir, "cgroup.procs")))
 			if err := retryRemove(dir); err != nil {
