@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -110,7 +111,7 @@ type BuildOptions struct {
 
 // debianName is what apt accepts as a package name; anything else could
 // be read by mmdebstrap as an apt pattern.
-var debianName = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]+$`)
+var debianName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]+$`) })
 
 // Packages returns the Debian packages a build installs: python3 (the whole
 // standard library, not python3-minimal) and the extras.
@@ -125,7 +126,7 @@ func (o *BuildOptions) Packages() ([]string, error) {
 		if !strings.HasPrefix(name, "python3-") {
 			name = "python3-" + strings.ToLower(name)
 		}
-		if !debianName.MatchString(name) {
+		if !debianName().MatchString(name) {
 			return nil, fmt.Errorf("--with %q is not a Debian package name", w)
 		}
 		if !slices.Contains(pkgs, name) {
@@ -184,7 +185,7 @@ func Build(ctx context.Context, stage string, o BuildOptions) (*Manifest, error)
 	if o.Suite == "" {
 		o.Suite = "bookworm"
 	}
-	if !debianName.MatchString(o.Suite) {
+	if !debianName().MatchString(o.Suite) {
 		return nil, fmt.Errorf("--suite %q is not a Debian suite name", o.Suite)
 	}
 	pkgs, err := o.Packages()

@@ -113,10 +113,9 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	// cgroup removed before microbox exits.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	if c := spec.Cgroup; c != nil {
-		cgroup.GC(c.Parent) // runs whose supervisor was killed leave groups behind
-	}
+	gcDone := gcInBackground(spec)
 	res := layers.run(ctx, spec)
+	<-gcDone
 	if f.json {
 		printJSON(res)
 	} else {
@@ -124,6 +123,21 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	}
 	os.Exit(res.ShellStatus())
 	return nil
+}
+
+// gcInBackground removes the groups of runs whose supervisor was killed
+// (cgroup.GC) while this run goes on: it only touches groups whose owner is
+// dead, never this run's, and reading the hierarchies costs about half a
+// millisecond that need not come before the program starts.
+func gcInBackground(spec *nsjail.Spec) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if c := spec.Cgroup; c != nil {
+			cgroup.GC(c.Parent)
+		}
+	}()
+	return done
 }
 
 // report tells, on stderr, why a run ended when its status is not the

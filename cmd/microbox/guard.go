@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
@@ -76,7 +77,9 @@ var cImplementations = map[string][]string{
 	"sqlite3":         {"_sqlite3"},
 }
 
-var moduleNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+var moduleNameRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+})
 
 // policyModules checks a list of module names (empty items, as from a
 // trailing comma, are dropped) and returns it sorted, without duplicates.
@@ -87,7 +90,7 @@ func policyModules(flag string, names []string) ([]string, error) {
 		if n == "" {
 			continue
 		}
-		if !moduleNameRE.MatchString(n) {
+		if !moduleNameRE().MatchString(n) {
 			return nil, usagef("%s %q: not a module name (letters, digits, _ and dots, e.g. os.path)", flag, n)
 		}
 		out = append(out, n)
@@ -245,7 +248,7 @@ func guardCachePath(s *nsjail.Spec) (string, bool) {
 	return filepath.Join(dir, "microbox", fmt.Sprintf("guard-%x.pyc", h.Sum(nil)[:12])), true
 }
 
-var cacheTag = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+var cacheTag = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+$`) })
 
 // readGuardCache reads a cache entry (the tag line, then the .pyc),
 // trusting only a regular file and directory of our own that nobody else
@@ -259,7 +262,7 @@ func readGuardCache(path string) (string, []byte, bool) {
 		return "", nil, false
 	}
 	tag, pyc, ok := bytes.Cut(data, []byte("\n"))
-	if !ok || !cacheTag.Match(tag) || len(pyc) <= 16 {
+	if !ok || !cacheTag().Match(tag) || len(pyc) <= 16 {
 		return "", nil, false
 	}
 	return string(tag), pyc, true
@@ -322,7 +325,7 @@ func compileGuard(ctx context.Context, s *nsjail.Spec) (string, []byte, error) {
 	}
 	tag, hexPyc, _ := strings.Cut(strings.TrimSpace(res.Stdout), "\n")
 	pyc, err := hex.DecodeString(strings.TrimSpace(hexPyc))
-	if err != nil || !cacheTag.MatchString(tag) || len(pyc) <= 16 {
+	if err != nil || !cacheTag().MatchString(tag) || len(pyc) <= 16 {
 		return "", nil, fmt.Errorf("compile the module policy: unexpected output")
 	}
 	return tag, pyc, nil

@@ -33,13 +33,39 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(execCommand(), gcCommand(), batchCommand(), evalCommand(), rootfsCommand(), doctorCommand(), checkCommand())
+	root.AddCommand(subcommands(os.Args[1:])...)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see %s --help)", err, c.CommandPath())
 	})
 	if err := root.Execute(); err != nil {
 		fail(err)
 	}
+}
+
+// commands are microbox's subcommands, by name.
+var commands = []struct {
+	name  string
+	build func() *cobra.Command
+}{
+	{"exec", execCommand}, {"gc", gcCommand}, {"batch", batchCommand}, {"eval", evalCommand},
+	{"rootfs", rootfsCommand}, {"doctor", doctorCommand}, {"check", checkCommand},
+}
+
+// subcommands builds the command that args name, or all of them when args
+// name none (help, completion, a typo to suggest a fix for). Building every
+// command's flags takes about a millisecond, which a `microbox exec` would
+// otherwise pay on every run.
+func subcommands(args []string) []*cobra.Command {
+	for _, c := range commands {
+		if len(args) > 0 && args[0] == c.name {
+			return []*cobra.Command{c.build()}
+		}
+	}
+	var all []*cobra.Command
+	for _, c := range commands {
+		all = append(all, c.build())
+	}
+	return all
 }
 
 // fail reports an error that stopped microbox before any run: one line on

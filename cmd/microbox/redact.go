@@ -16,6 +16,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/microbox/microbox/nsjail"
 )
@@ -95,13 +96,13 @@ func newRedactor(custom []string, hostPaths []string) (*redactor, error) {
 	return r, nil
 }
 
-var redactNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+var redactNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`) })
 
 // customPattern parses --redact-pattern NAME=REGEX. A submatch named
 // secret, if any, is the part masked.
 func customPattern(spec string) (*redactPattern, error) {
 	name, expr, ok := strings.Cut(spec, "=")
-	if !ok || !redactNameRE.MatchString(name) {
+	if !ok || !redactNameRE().MatchString(name) {
 		return nil, usagef("--redact-pattern %q: write NAME=REGEX, NAME letters, digits and _", spec)
 	}
 	re, err := regexp.Compile(expr)
