@@ -459,15 +459,11 @@ static void start_program(struct program *prog, int errpipe)
 {
 	// Dumpable again, as execve would make it anyway: a rootless program
 	// must write its own /proc/self/uid_map, which a non-dumpable process
-	// whose memory dates from the host's user namespace may not.
-	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-	// Under memory pressure the OOM killer must pick the program (and what
-	// it forks, which inherits this), never the jail's tiny inits: raising
-	// one's own score needs no privilege.
-	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	if (oom < 0 || write(oom, "1000", 4) != 4)
-		die("raise oom_score_adj");
-	close(oom);
+	// whose memory dates from the host's user namespace may not. (Only a
+	// forked program: a vfork'ed one shares PID 1's memory, see
+	// spawn_program.)
+	if (prog->nested_userns)
+		prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 	if (setsid() < 0) // no controlling terminal: TIOCSTI (CVE-2017-5226)
 		die("setsid");
 	close_extra_fds();
@@ -558,7 +554,7 @@ static struct step *parse_plan(const char *p, const char *end, size_t *count, st
 	return steps;
 }
 
-static void write_map(pid_t pid, const char *file, const char *data)
+static void write_pid_file(pid_t pid, const char *file, const char *data)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
@@ -594,6 +590,41 @@ static void watch_outer(int sync)
 	close(sync);
 }
 
+struct spawn_args {
+	struct program *prog;
+	int *errpipe;
+};
+
+static int program_main(void *arg)
+{
+	struct spawn_args *a = arg;
+	close(a->errpipe[0]);
+	start_program(a->prog, a->errpipe[1]);
+	return 127;
+}
+
+// spawn_program starts the program's process. PID 1 is suspended until
+// the program has called execve (CLONE_VFORK) and lends it its memory
+// (CLONE_VM) rather than a copy: a fork would copy PID 1's page tables and
+// then take a copy-on-write fault, with a TLB flush, for every page either
+// side touched before the exec, dear in virtual machines. A rootless
+// program is still forked: it must be dumpable to map its own ids, and
+// dumpability belongs to the memory, which PID 1 must keep non-dumpable.
+static pid_t spawn_program(struct program *prog, int errpipe[2])
+{
+	if (prog->nested_userns) {
+		pid_t child = fork();
+		if (child == 0) {
+			close(errpipe[0]);
+			start_program(prog, errpipe[1]);
+		}
+		return child;
+	}
+	static char stack[64 * 1024] __attribute__((aligned(16)));
+	struct spawn_args a = { prog, errpipe };
+	return clone(program_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+}
+
 // jail_init is PID 1 of the new namespaces: it builds the root, starts the
 // program, reports and reaps. It never returns.
 static void jail_init(struct step *steps, size_t count, const struct jail *j, int sync)
@@ -623,13 +654,9 @@ static void jail_init(struct step *steps, size_t count, const struct jail *j, in
 	int errpipe[2];
 	if (pipe2(errpipe, O_CLOEXEC) < 0)
 		die("pipe");
-	pid_t child = fork();
+	pid_t child = spawn_program(&prog, errpipe);
 	if (child < 0)
 		die("fork the program");
-	if (child == 0) {
-		close(errpipe[0]);
-		start_program(&prog, errpipe[1]);
-	}
 	close(errpipe[1]);
 	int err;
 	while ((r = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)
@@ -700,9 +727,15 @@ __attribute__((constructor)) static void microbox_init(void)
 		jail_init(steps, count, &j, sync[0]);
 	}
 	close(sync[0]);
-	write_map(pid, "uid_map", j.uid_map);
-	write_map(pid, "setgroups", j.setgroups);
-	write_map(pid, "gid_map", j.gid_map);
+	write_pid_file(pid, "uid_map", j.uid_map);
+	write_pid_file(pid, "setgroups", j.setgroups);
+	write_pid_file(pid, "gid_map", j.gid_map);
+	// Under memory pressure the OOM killer must pick the jail, whose
+	// processes all inherit this from PID 1, before anything on the host;
+	// raising a score needs no privilege. (PID 1 itself, a few hundred KiB,
+	// is the last the killer picks within the jail; if it is, the run ends
+	// all the same, with the memory verdict.)
+	write_pid_file(pid, "oom_score_adj", "1000");
 	if (write(sync[1], "g", 1) != 1)
 		die("start the jail");
 	// The outer init holds no pipe of the program's either.

@@ -254,6 +254,7 @@ print(*(s[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb',
 		{"no session or terminal", `import os; print(os.getsid(0) == os.getpid(), os.isatty(0))`, "True False"},
 		{"host secrets absent", `import os; print(os.path.exists('/root'), os.path.exists('/etc/shadow'), os.path.exists('/home'))`, "False False False"},
 		{"passwd names only the sandbox", `print(sorted(l.split(':')[0] for l in open('/etc/passwd')))`, "['nobody', 'root', 'sandbox']"},
+		{"jail first under OOM", `print(open('/proc/self/oom_score_adj').read().strip(), open('/proc/1/oom_score_adj').read().strip())`, "1000 1000"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -266,6 +267,23 @@ print(*(s[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb',
 	}
 	if hostname == "microbox" {
 		t.Log("the host itself is called microbox; the hostname case proves less")
+	}
+}
+
+// An interpreter that exists but cannot be executed inside the jail is a
+// sandbox_error that says so, not a program failure.
+func TestExecFailureInsideJail(t *testing.T) {
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	os.Chmod(filepath.Dir(root), 0o755) // the jail's user must reach it
+	for _, d := range []string{"usr/bin", "proc", "dev", "tmp", "etc"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "usr/bin/python3"), []byte("#!/nonexistent/interpreter\n"), 0o755)
+	r := py(t, "print(1)", "--rootfs", root)
+	wantStatus(t, r, nsjail.StatusSandboxError)
+	if e := deref(r.Error); !strings.Contains(fmt.Sprint(e), "exec /usr/bin/python3") {
+		t.Fatalf("error %v, want it to name the failed exec", e)
 	}
 }
 
@@ -488,6 +506,14 @@ func TestRootless(t *testing.T) {
 	wantStatus(t, r, nsjail.StatusOK)
 	if got := strings.TrimSpace(r.Stdout); got != "1000 {'0000000000000000'}" {
 		t.Fatalf("uid and empty capability sets inside: %q", got)
+	}
+	// Rootless, PID 1 and the program share a host uid; what keeps PID 1's
+	// /proc files from the program is that PID 1 holds capabilities the
+	// program lacks (and, behind that, PID 1 is not dumpable).
+	r = jsonResult(t, asNobody("exec", "--no-cgroup", "--json", "-c",
+		"try:\n    open('/proc/1/environ').read(); print('readable')\nexcept PermissionError:\n    print('denied')"))
+	if got := strings.TrimSpace(r.Stdout); got != "denied" {
+		t.Fatalf("/proc/1/environ from the program: %q (%s)", got, r.Stderr)
 	}
 	// The program's own file and a scratch working directory belong to it.
 	script := filepath.Join(filepath.Dir(microbox), "rootless.py")

@@ -57,6 +57,7 @@ type config struct {
 	n, parallelN, warmup, traceN, memN int
 	parallel                           []int
 	microbox, python, out, jsonOut     string
+	baseline                           string
 	timeout                            time.Duration
 	quick                              bool
 }
@@ -88,6 +89,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.traceN, "trace-n", 30, "traced microbox runs for the phase breakdown")
 	fs.IntVar(&cfg.memN, "mem-n", 5, "sampled runs for the memory measurement")
 	fs.StringVar(&cfg.microbox, "microbox", "bin/microbox", "microbox binary")
+	fs.StringVar(&cfg.baseline, "baseline", "", "an earlier microbox binary to measure in the same rounds, for a before/after (variant microbox-baseline)")
 	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "bare Python interpreter (not a pyenv shim)")
 	fs.StringVar(&cfg.out, "out", "BENCHMARKS.md", "Markdown file whose bench section is replaced (empty: none)")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
@@ -248,6 +250,15 @@ func variants(cfg *config) ([]*variant, error) {
 	vs := []*variant{
 		{Name: "python", Argv: []string{py, "-c", program}},
 		{Name: "microbox", Argv: []string{mb, "exec", "--mem", "256M", "--timeout", "5s", "-c", program}},
+	}
+	if cfg.baseline != "" {
+		base, err := filepath.Abs(cfg.baseline)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, &variant{Name: "microbox-baseline", Argv: []string{base, "exec", "--mem", "256M", "--timeout", "5s", "-c", program}})
+	}
+	vs = append(vs,
 		peer("bwrap", []string{"--unshare-all", "--die-with-parent", "--new-session",
 			"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
 			"--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
@@ -255,7 +266,7 @@ func variants(cfg *config) ([]*variant, error) {
 		peer("unshare", []string{"-Urnmpiuf", "--mount-proc", py, "-c", program}),
 		peer("firejail", []string{"--quiet", "--noprofile", "--net=none", "--private", "--private-dev",
 			"--private-tmp", "--nogroups", "--nonewprivs", "--seccomp", py, "-c", program}),
-	}
+	)
 	return vs, nil
 }
 
