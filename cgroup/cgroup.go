@@ -6,9 +6,9 @@
 //
 // It writes the cgroup files itself (a mkdir, a few writes, an rmdir per
 // run) instead of going through containerd/cgroups: that library's package
-// initialisation (protobuf descriptors, cilium/ebpf, dbus) cost 4.7 ms at
-// every start of microbox, about a fifth of a bare python3 run (see
-// BENCHMARKS.md, "What the binary's start costs").
+// initialisation (protobuf descriptors, cilium/ebpf, dbus) cost 3.8 to
+// 5.2 ms at every start of microbox, about a fifth of a bare python3 run
+// (BENCHMARKS.md, "What changed the one-shot cost").
 package cgroup
 
 import (

@@ -146,8 +146,13 @@ func (s *Spec) Validate() error {
 			return fmt.Errorf("--rootfs %s: give an absolute, clean path", s.RootDir)
 		}
 		if !underTmp(s.Workdir) {
-			if fi, err := os.Stat(s.RootDir + s.Workdir); err != nil || !fi.IsDir() {
-				return fmt.Errorf("working directory %s does not exist in rootfs %s; create it there or use one under /tmp", s.Workdir, s.RootDir)
+			if err := rootfs.CheckMountPoint(s.RootDir, s.Workdir); err != nil {
+				return fmt.Errorf("working directory %s: %w (or use one under /tmp)", s.Workdir, err)
+			}
+		}
+		if len(s.RootFiles) > 0 {
+			if err := rootfs.CheckMountPoint(s.RootDir, path.Dir(RootFilesDir)); err != nil {
+				return err
 			}
 		}
 	}

@@ -137,3 +137,32 @@ func TestCheckPythonProbe(t *testing.T) {
 	r = Check(dir, CheckOptions{Python: "/usr/bin/python3", Owners: owners, Run: run("", errors.New("sandbox_error: boom"))})
 	wantLevel(t, r, "sandbox", Fail, "boom")
 }
+
+// The jail mounts on /proc, /dev, /tmp (and a working directory) before it
+// pivots: a symbolic link on the way would be followed in the staging
+// tree, so a root that has one is refused before any run.
+func TestCheckMountPoint(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"proc", "dev", "real/work", "etc"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	os.Symlink("/oldroot/etc", filepath.Join(dir, "tmp"))
+	os.Symlink("real", filepath.Join(dir, "srv"))
+	os.WriteFile(filepath.Join(dir, "file"), nil, 0o644)
+	for p, want := range map[string]string{
+		"/proc":      "",
+		"/real/work": "",
+		"/tmp":       "/tmp is a symbolic link",
+		"/srv/work":  "/srv is a symbolic link",
+		"/file":      "/file is not a directory",
+		"/missing":   "no /missing directory",
+	} {
+		err := CheckMountPoint(dir, p)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", p, err, want)
+		}
+	}
+	if err := CheckPython(dir, "/usr/bin/python3"); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("a root whose /tmp is a link passed: %v", err)
+	}
+}

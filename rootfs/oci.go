@@ -6,8 +6,9 @@ package rootfs
 // and `docker save`'s archive (manifest.json naming a config and layer
 // files). go-containerregistry did this before; its package initialisation
 // (digest regexps, zstd and gzip tables, net) cost every `microbox exec`
-// about 1.4 ms of start-up for a command an operator runs once. It remains
-// the reference the tests build their images with.
+// about 2.4 ms of start-up (scripts/importcost -cgo) for a command an
+// operator runs once. It remains the reference the tests build their
+// images with.
 
 import (
 	"archive/tar"

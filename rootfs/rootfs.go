@@ -13,6 +13,7 @@ package rootfs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,28 @@ func EtcEntries(id Identity, hostname string) []Entry {
 // RequiredDirs must exist in a prepared root: the jail mounts onto them.
 var RequiredDirs = []string{"/proc", "/dev", "/tmp"}
 
+// CheckMountPoint verifies that p, where the jail mounts something, is a
+// directory of the prepared root dir reached without symbolic links. The
+// jail mounts before it pivots, so a link there would be followed in the
+// staging tree rather than in the root: the run would fail in confusing
+// ways, or mount where nothing should be.
+func CheckMountPoint(dir, p string) error {
+	cur := dir
+	for _, part := range strings.Split(strings.Trim(p, "/"), "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		switch {
+		case err != nil:
+			return fmt.Errorf("rootfs %s has no %s directory to mount on; create it (mkdir -p %s)", dir, p, filepath.Join(dir, p))
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("rootfs %s: %s is a symbolic link, but the jail mounts on %s, which must be reached through real directories; replace the link with a directory", dir, strings.TrimPrefix(cur, dir), p)
+		case !fi.IsDir():
+			return fmt.Errorf("rootfs %s: %s is not a directory, but the jail mounts on %s", dir, strings.TrimPrefix(cur, dir), p)
+		}
+	}
+	return nil
+}
+
 // CheckPython verifies that python names an executable file inside the
 // root (dir "" is the host-derived root) and returns a one-line reason if
 // not. It is the cheap check every run makes; `rootfs check` does more.
@@ -116,9 +139,8 @@ func CheckPython(dir, python string) error {
 		return fmt.Errorf("rootfs %s is not a directory; build one with `microbox rootfs build %s`", dir, dir)
 	}
 	for _, d := range RequiredDirs {
-		fi, err := os.Stat(filepath.Join(dir, d))
-		if err != nil || !fi.IsDir() {
-			return fmt.Errorf("rootfs %s has no %s directory to mount on; create it (mkdir -p %s)", dir, d, filepath.Join(dir, d))
+		if err := CheckMountPoint(dir, d); err != nil {
+			return err
 		}
 	}
 	resolved, err := securejoin.SecureJoin(dir, python)

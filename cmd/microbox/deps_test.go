@@ -8,7 +8,7 @@ import (
 
 // Every package linked into microbox runs its initialisation at every
 // start, so at every `microbox exec`. These were measured to cost
-// milliseconds each (BENCHMARKS.md, "What the binary's start costs") and
+// milliseconds each (BENCHMARKS.md, "What changed the one-shot cost") and
 // were taken out; this keeps them out, including through a new
 // dependency's own imports.
 func TestNoHeavyStartupDependencies(t *testing.T) {

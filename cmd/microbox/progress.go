@@ -15,8 +15,8 @@ import (
 // is not shown still counts, for the summary.
 //
 // It is drawn here rather than by a progress-bar library: the ones
-// measured (schollz/progressbar, cheggaaa/pb, vbauerster/mpb) add 1.8 to
-// 3.3 ms to every start of microbox through their package initialisation
+// measured (schollz/progressbar, cheggaaa/pb, vbauerster/mpb) add 1.9 to
+// 3.4 ms to every start of microbox through their package initialisation
 // (net/http, regexp and Unicode tables), and every `microbox exec` would pay
 // that for a line only batch and eval draw.
 type progress struct {

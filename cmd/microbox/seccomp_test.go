@@ -92,6 +92,7 @@ func refusedProbes() []syscallProbe {
 		{"settimeofday", "settimeofday", m1(2), eperm},
 		{"syslog", "syslog", m1(3), eperm},
 		{"iopl", "iopl", m1(1), eperm}, // x86 only; skipped elsewhere
+		{"inotify_init1", "inotify_init1", []uint64{0}, eperm},
 		{"ioctl(0, TIOCSTI)", "ioctl", []uint64{0, unix.TIOCSTI, minus1}, eperm},
 		{"ioctl(0, TIOCSTI|1<<32)", "ioctl", []uint64{0, unix.TIOCSTI | 1<<32, minus1}, eperm},
 		{"socket(AF_PACKET)", "socket", []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, eperm},
