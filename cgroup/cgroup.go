@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -100,6 +101,9 @@ func HostMode() Mode {
 
 // New creates the cgroup for one run with the given limits.
 func New(opts Options) (Run, error) {
+	if p := opts.Parent; p != "" && (!path.IsAbs(p) || path.Clean(p) != p || strings.Contains(p, "..")) {
+		return nil, fmt.Errorf("--cgroup-parent %q: give the group's absolute, clean path inside the hierarchy, e.g. /system.slice/eval.service", p)
+	}
 	// pid-time-random: unique even for concurrent runs of one process.
 	name := fmt.Sprintf("%s%d-%d-%08x", runPrefix, os.Getpid(), time.Now().UnixNano(), rand.Uint32())
 	var r Run
@@ -184,10 +188,32 @@ type setting struct {
 
 func (s setting) write(dir string) error {
 	path := filepath.Join(dir, s.file)
-	if err := os.WriteFile(path, []byte(s.value), 0); err != nil {
+	if err := writeFile(path, s.value); err != nil {
 		return fmt.Errorf("set %s to %s: %w", path, s.value, err)
 	}
 	return nil
+}
+
+// writeFile writes an existing cgroup file. It never creates one: a file
+// the kernel does not offer must fail as missing (ENOENT), and a path that
+// strayed out of the cgroup filesystem must not become a plain file.
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(value); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// hostHasSwap reports whether the host may swap; a /proc/swaps that cannot
+// be read counts as swap, so that a memory limit fails closed.
+func hostHasSwap() bool {
+	data, err := os.ReadFile("/proc/swaps")
+	return err != nil || strings.Count(string(data), "\n") > 1
 }
 
 // cpuQuota turns a bandwidth in cores into a CFS quota per 100 ms period.

@@ -134,3 +134,54 @@ func TestRunGroupLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// On systemd's v1 hosts cpu and cpuacct are one hierarchy, mounted at
+// cpu,cpuacct with cpu and cpuacct as links to it: the run gets one
+// directory there, used for both.
+func TestV1ComountedHierarchies(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"memory/own", "cpu,cpuacct/own"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.Symlink("cpu,cpuacct", filepath.Join(root, "cpu"))
+	os.Symlink("cpu,cpuacct", filepath.Join(root, "cpuacct"))
+	parents := map[string]string{"memory": "/own", "cpu": "/own", "cpuacct": "/own"}
+	r := &v1Run{dirs: map[string]string{}}
+	made := map[string]string{}
+	for _, sub := range []string{"memory", "cpu", "cpuacct"} {
+		dir, err := r.mkdir(root, sub, parents, "run", made)
+		if err != nil {
+			t.Fatalf("%s: %v", sub, err)
+		}
+		r.dirs[sub] = dir
+	}
+	if r.dirs["cpu"] != r.dirs["cpuacct"] || r.dirs["cpu"] == r.dirs["memory"] {
+		t.Fatalf("dirs %v: want cpu and cpuacct to share one directory", r.dirs)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cpu,cpuacct/own/run")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.mkdir(root, "pids", parents, "run", made); err == nil {
+		t.Fatal("a hierarchy missing from /proc/self/cgroup was accepted")
+	}
+}
+
+func TestBadParentRefused(t *testing.T) {
+	for _, p := range []string{"relative", "/a/../../etc", "/a//b", "/a/"} {
+		if _, err := New(Options{Parent: p, Limits: Limits{Pids: 8}}); err == nil || !strings.Contains(err.Error(), "--cgroup-parent") {
+			t.Errorf("parent %q: %v", p, err)
+		}
+	}
+}
+
+// A limit file the kernel does not offer must fail as missing, never be
+// created as a plain file that enforces nothing.
+func TestWriteFileNeverCreates(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "memory.swap.max")
+	if err := writeFile(p, "0"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("writeFile on a missing file: %v, want ErrNotExist", err)
+	}
+	if _, err := os.Stat(p); err == nil {
+		t.Fatal("writeFile created the file")
+	}
+}

@@ -92,15 +92,12 @@ func newV1(name string, opts Options) (Run, error) {
 		return nil, fmt.Errorf("find own cgroups: %w", err)
 	}
 	r := &v1Run{dirs: map[string]string{}}
+	made := map[string]string{} // resolved hierarchy → the run's directory there
 	for _, sub := range v1Controllers {
-		parent, ok := parents[sub]
-		err := fmt.Errorf("no %s line in /proc/self/cgroup", sub)
-		if ok {
-			dir := filepath.Join(mountRoot, sub, parent, name)
-			if err = os.Mkdir(dir, 0o755); err == nil {
-				r.dirs[sub] = dir
-				continue
-			}
+		dir, err := r.mkdir(mountRoot, sub, parents, name, made)
+		if err == nil {
+			r.dirs[sub] = dir
+			continue
 		}
 		if v1Needed(sub, lim) {
 			r.Remove()
@@ -119,6 +116,31 @@ func newV1(name string, opts Options) (Run, error) {
 	return r, nil
 }
 
+// mkdir makes the run's directory in hierarchy sub under root. Controllers
+// mounted together (cpu,cpuacct on systemd hosts, where /sys/fs/cgroup/cpu
+// and /sys/fs/cgroup/cpuacct are links to one hierarchy) share the
+// directory: made maps each resolved hierarchy to the directory already
+// made there.
+func (r *v1Run) mkdir(root, sub string, parents map[string]string, name string, made map[string]string) (string, error) {
+	parent, ok := parents[sub]
+	if !ok {
+		return "", fmt.Errorf("no %s line in /proc/self/cgroup", sub)
+	}
+	hier, err := filepath.EvalSymlinks(filepath.Join(root, sub))
+	if err != nil {
+		return "", err
+	}
+	if dir, ok := made[hier]; ok {
+		return dir, nil
+	}
+	dir := filepath.Join(root, sub, parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	made[hier] = dir
+	return dir, nil
+}
+
 // v1CheckSwap refuses a memory limit that swap could get around: without
 // swap accounting (memory.memsw.*) a run could page out past its limit.
 // It reports whether memsw is missing on a host that has no swap at all.
@@ -126,11 +148,10 @@ func v1CheckSwap() (swapless bool, err error) {
 	if fileExists(filepath.Join(mountRoot, "memory", "memory.memsw.limit_in_bytes")) {
 		return false, nil
 	}
-	data, err := os.ReadFile("/proc/swaps")
-	if err != nil || strings.Count(string(data), "\n") <= 1 {
+	if !hostHasSwap() {
 		return true, nil // no swap on this host: nothing to account
 	}
-	return false, errors.New("the host has swap but no cgroup v1 swap accounting, so the memory limit cannot be enforced; boot with swapaccount=1 or turn swap off")
+	return false, errors.New("the host has swap (or /proc/swaps cannot be read) but no cgroup v1 swap accounting, so the memory limit cannot be enforced; boot with swapaccount=1 or turn swap off")
 }
 
 func (r *v1Run) Mode() Mode   { return ModeV1 }
@@ -139,15 +160,16 @@ func (r *v1Run) CloneFD() int { return -1 }
 // Enter writes pid into each hierarchy's cgroup.procs. v1 has no
 // CLONE_INTO_CGROUP, so the init is moved before it may go on.
 func (r *v1Run) Enter(pid int) error {
-	p := []byte(strconv.Itoa(pid))
+	entered := map[string]bool{}
 	for _, sub := range v1Controllers {
 		dir, ok := r.dirs[sub]
-		if !ok {
+		if !ok || entered[dir] {
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), p, 0); err != nil {
+		if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("move pid %d into cgroup %s: %w", pid, dir, err)
 		}
+		entered[dir] = true
 	}
 	return nil
 }

@@ -88,17 +88,17 @@ func (r *v2Run) apply(s setting) error {
 	return err
 }
 
-func hostHasSwap() bool {
-	data, err := os.ReadFile("/proc/swaps")
-	return err != nil || strings.Count(string(data), "\n") > 1
-}
-
 // v2Parent picks the group that run groups are made under and makes sure it
 // can give them the controllers: the requested parent as is; else
 // microbox's own group, after microbox moved itself into a leaf if that
 // group held only microbox.
 func v2Parent(requested string, controllers []string) (string, error) {
 	if requested != "" {
+		// Delegated to microbox, but perhaps not yet handing controllers
+		// down: enable them, as a delegate may.
+		if err := enableControllers(requested, controllers); err != nil {
+			return "", delegationError(requested, err)
+		}
 		return requested, nil
 	}
 	own, err := Own("")
@@ -123,7 +123,7 @@ func v2Parent(requested string, controllers []string) (string, error) {
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", delegationError(own, err)
 	}
-	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+	if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
 		return "", delegationError(own, err)
 	}
 	if err := enableControllers(own, controllers); err != nil {
@@ -163,7 +163,7 @@ func enableControllers(group string, controllers []string) error {
 	if len(want) == 0 {
 		return nil
 	}
-	return os.WriteFile(filepath.Join(mountRoot, group, "cgroup.subtree_control"), []byte(strings.Join(want, " ")), 0)
+	return writeFile(filepath.Join(mountRoot, group, "cgroup.subtree_control"), strings.Join(want, " "))
 }
 
 func contains(list []string, s string) bool {
@@ -187,7 +187,7 @@ func (r *v2Run) CPUTime() (time.Duration, error) {
 // Kill uses cgroup.kill (Linux 5.14+), which also reaches processes forked
 // while it runs; before that, it signals the listed pids until none is left.
 func (r *v2Run) Kill() error {
-	err := os.WriteFile(filepath.Join(r.dir, "cgroup.kill"), []byte("1"), 0)
+	err := writeFile(filepath.Join(r.dir, "cgroup.kill"), "1")
 	if err == nil {
 		return nil
 	}
@@ -244,7 +244,7 @@ func gcV2(parent string) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, dir := range staleRuns(filepath.Join(mountRoot, parent)) {
-		os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+		writeFile(filepath.Join(dir, "cgroup.kill"), "1")
 		if err := killProcs(filepath.Join(dir, "cgroup.procs")); err != nil {
 			errs = append(errs, err)
 		}

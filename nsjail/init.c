@@ -657,6 +657,9 @@ static void jail_init(struct step *steps, size_t count, const struct jail *j, in
 	pid_t child = spawn_program(&prog, errpipe);
 	if (child < 0)
 		die("fork the program");
+	// The vfork'ed program changed its credentials in PID 1's memory, which
+	// resets that memory's dumpable flag to fs.suid_dumpable: undo it.
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	close(errpipe[1]);
 	int err;
 	while ((r = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)

@@ -61,7 +61,7 @@ func Import(ctx context.Context, src, stage string, o ImportOptions) (*Manifest,
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		return nil, err
 	}
-	flat := flatten(img)
+	flat := flatten(ctx, img)
 	stats, err := extractTar(stage, &ctxReader{ctx, flat})
 	layers, ferr := flat.wait()
 	if err == nil && ferr != nil && !errors.Is(ferr, io.ErrClosedPipe) {

@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
@@ -25,7 +26,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -41,7 +41,8 @@ type image struct {
 // digest its manifest gives it, which reading it checks.
 type layer struct {
 	name   string // for messages
-	digest string // "sha256:<hex>", or "" if the format names none
+	digest string // "sha256:<hex>" of the blob as stored, or "" if the format names none
+	diffID string // "sha256:<hex>" of the uncompressed tar, or "" if unknown
 	open   func() (io.ReadCloser, error)
 }
 
@@ -77,34 +78,61 @@ const (
 	opaqueWhiteout      = ".wh..wh..opq"
 )
 
-// blobPath is where a blob lives in a layout. The digest is checked first:
-// it comes from the image, and must not name a path outside blobs/.
-func blobPath(dir, digest string) (string, error) {
+// blobPath is where a blob lives in a layout, relative to it. The digest
+// is checked first: it comes from the image, and must not name a path
+// outside blobs/.
+func blobPath(digest string) (string, error) {
 	alg, hexPart, ok := strings.Cut(digest, ":")
 	want := map[string]int{"sha256": 64, "sha512": 128}[alg]
 	if !ok || want == 0 || len(hexPart) != want || strings.Trim(hexPart, "0123456789abcdef") != "" {
 		return "", fmt.Errorf("malformed digest %q", digest)
 	}
-	return filepath.Join(dir, "blobs", alg, hexPart), nil
+	return path.Join("blobs", alg, hexPart), nil
+}
+
+// openInLayout opens a regular file of the layout at dir. The layout may
+// come from an untrusted OCI archive, whose symbolic links must not lead
+// out of it (to a host file, or to /dev/zero to read forever): the file is
+// opened inside an os.Root.
+func openInLayout(dir, rel string) (*os.File, error) {
+	f, err := os.OpenInRoot(dir, rel)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file of the layout", rel)
+	}
+	return f, nil
+}
+
+// readLayoutFile reads a small file of the layout (index.json, a
+// manifest, a config), at most maxJSONBlob bytes.
+func readLayoutFile(dir, rel string) ([]byte, error) {
+	f, err := openInLayout(dir, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxJSONBlob+1))
+	if err == nil && len(data) > maxJSONBlob {
+		err = fmt.Errorf("%s is larger than %d bytes", rel, maxJSONBlob)
+	}
+	return data, err
 }
 
 // readJSONBlob reads and decodes a small blob, checking its digest.
 func readJSONBlob(dir, digest string, v any) error {
-	p, err := blobPath(dir, digest)
+	rel, err := blobPath(digest)
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxJSONBlob))
+	data, err := readLayoutFile(dir, rel)
 	if err != nil {
 		return err
 	}
 	if got := digestOf(digest, data); got != digest {
-		return fmt.Errorf("blob %s has digest %s", digest, got)
+		return fmt.Errorf("blob %s has another digest", digest)
 	}
 	return json.Unmarshal(data, v)
 }
@@ -119,17 +147,13 @@ func newHash(digest string) hash.Hash {
 func digestOf(like string, data []byte) string {
 	h := newHash(like)
 	h.Write(data)
-	alg, _, _ := strings.Cut(like, ":")
-	if alg != "sha512" {
-		alg = "sha256"
-	}
-	return alg + ":" + hex.EncodeToString(h.Sum(nil))
+	return sumOf(like, h)
 }
 
 // layoutImage picks the image for this platform (or named ref) from an
 // OCI layout, descending into nested indexes (multi-platform images).
 func layoutImage(dir, ref string, info *ImageInfo) (*image, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	data, err := readLayoutFile(dir, "index.json")
 	if err != nil {
 		return nil, fmt.Errorf("OCI layout %s: %w", dir, err)
 	}
@@ -139,7 +163,7 @@ func layoutImage(dir, ref string, info *ImageInfo) (*image, error) {
 	}
 	var found []descriptor
 	var names []string
-	if err := collectImages(dir, idx, ref, "", 0, &found, &names); err != nil {
+	if err := collectImages(dir, idx, ref, "", 0, &indexWalk{indexes: map[string]bool{}}, &found, &names); err != nil {
 		return nil, fmt.Errorf("OCI layout %s: %w", dir, err)
 	}
 	switch {
@@ -160,21 +184,35 @@ func layoutImage(dir, ref string, info *ImageInfo) (*image, error) {
 		if strings.Contains(d.MediaType, "zstd") {
 			return nil, fmt.Errorf("OCI layout %s: layer %s is zstd-compressed, which microbox does not read; save the image with gzip or uncompressed layers", dir, d.Digest)
 		}
-		p, err := blobPath(dir, d.Digest)
+		rel, err := blobPath(d.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("OCI layout %s: layer: %w", dir, err)
 		}
 		img.layers = append(img.layers, layer{name: d.Digest, digest: d.Digest,
-			open: func() (io.ReadCloser, error) { return os.Open(p) }})
+			open: func() (io.ReadCloser, error) { return openInLayout(dir, rel) }})
 	}
 	return img, nil
 }
 
-func collectImages(dir string, idx ociIndex, ref, name string, depth int, found *[]descriptor, names *[]string) error {
+// indexWalk is what collectImages has seen so far.
+type indexWalk struct {
+	entries int
+	indexes map[string]bool // digests of the nested indexes read
+}
+
+const maxIndexEntries = 10000
+
+func collectImages(dir string, idx ociIndex, ref, name string, depth int, w *indexWalk, found *[]descriptor, names *[]string) error {
 	if depth > 4 {
 		return errors.New("image indexes nested too deeply")
 	}
 	for _, d := range idx.Manifests {
+		// A hostile layout must not make the walk exponential: the entries
+		// walked are bounded, and each nested index is read once however
+		// often it is listed.
+		if w.entries++; w.entries > maxIndexEntries {
+			return fmt.Errorf("more than %d index entries", maxIndexEntries)
+		}
 		n := name
 		if a := d.Annotations[refAnnotation]; a != "" {
 			n = a
@@ -184,11 +222,15 @@ func collectImages(dir string, idx ociIndex, ref, name string, depth int, found 
 		}
 		switch d.MediaType {
 		case mediaOCIIndex, mediaDockerList:
+			if w.indexes[d.Digest] {
+				continue
+			}
+			w.indexes[d.Digest] = true
 			var child ociIndex
 			if err := readJSONBlob(dir, d.Digest, &child); err != nil {
 				return err
 			}
-			if err := collectImages(dir, child, ref, n, depth+1, found, names); err != nil {
+			if err := collectImages(dir, child, ref, n, depth+1, w, found, names); err != nil {
 				return err
 			}
 		case mediaOCIManifest, mediaDockerManifest:
@@ -243,10 +285,23 @@ func dockerArchiveImage(archive, ref string, info *ImageInfo) (*image, error) {
 		return nil, fmt.Errorf("%s: config %s: %w", archive, m.Config, err)
 	}
 	info.Digest = digestOf("sha256:", config)
+	// The config names each layer's uncompressed digest (its diff ID):
+	// the only check a `docker save` archive allows on its layer files.
+	var cfg struct {
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		} `json:"rootfs"`
+	}
+	if err := json.Unmarshal(config, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: config %s: %w", archive, m.Config, err)
+	}
+	if len(cfg.RootFS.DiffIDs) != len(m.Layers) {
+		return nil, fmt.Errorf("%s: the config lists %d layers, manifest.json %d", archive, len(cfg.RootFS.DiffIDs), len(m.Layers))
+	}
 	img := &image{info: info}
-	for _, l := range m.Layers {
+	for i, l := range m.Layers {
 		member := l
-		img.layers = append(img.layers, layer{name: member,
+		img.layers = append(img.layers, layer{name: member, diffID: cfg.RootFS.DiffIDs[i],
 			open: func() (io.ReadCloser, error) { return openMember(archive, member) }})
 	}
 	return img, nil
@@ -314,7 +369,7 @@ func openMember(archive, name string) (io.ReadCloser, error) {
 // path is written once; whiteouts take effect once their layer is done.
 // It records each layer's digest, and refuses a layer whose content does
 // not match the digest its manifest gives.
-func flatten(img *image) *flattened {
+func flatten(ctx context.Context, img *image) *flattened {
 	pr, pw := io.Pipe()
 	f := &flattened{PipeReader: pr, done: make(chan struct{})}
 	go func() {
@@ -324,7 +379,7 @@ func flatten(img *image) *flattened {
 		digests := make([]string, len(img.layers))
 		var err error
 		for i := len(img.layers) - 1; i >= 0 && err == nil; i-- {
-			digests[i], err = flattenLayer(img.layers[i], tw, seen)
+			digests[i], err = flattenLayer(ctx, img.layers[i], tw, seen)
 		}
 		if err == nil {
 			err = tw.Close()
@@ -351,14 +406,14 @@ func (f *flattened) wait() ([]string, error) {
 	return f.digests, f.err
 }
 
-func flattenLayer(l layer, tw *tar.Writer, seen map[string]bool) (string, error) {
+func flattenLayer(ctx context.Context, l layer, tw *tar.Writer, seen map[string]bool) (string, error) {
 	raw, err := l.open()
 	if err != nil {
 		return "", fmt.Errorf("layer %s: %w", l.name, err)
 	}
 	defer raw.Close()
 	h := newHash(l.digest)
-	br := bufio.NewReader(io.TeeReader(raw, h))
+	br := bufio.NewReader(io.TeeReader(&ctxReader{ctx, raw}, h))
 	var content io.Reader = br
 	magic, _ := br.Peek(4)
 	switch {
@@ -371,6 +426,8 @@ func flattenLayer(l layer, tw *tar.Writer, seen map[string]bool) (string, error)
 	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		return "", fmt.Errorf("layer %s is zstd-compressed, which microbox does not read; save the image with gzip or uncompressed layers", l.name)
 	}
+	diff := newHash(l.diffID)
+	content = io.TeeReader(content, diff)
 	hidden := map[string]bool{} // this layer's whiteouts, for the layers below
 	tr := tar.NewReader(content)
 	for {
@@ -391,7 +448,15 @@ func flattenLayer(l layer, tw *tar.Writer, seen map[string]bool) (string, error)
 			hidden[path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))] = true
 			continue
 		}
-		if _, done := seen[name]; done || underHidden(seen, name) {
+		if underHidden(seen, name) {
+			continue
+		}
+		if _, done := seen[name]; done {
+			// Shadowed by an upper layer, it still shadows the layers
+			// below: a file here replaced a directory of theirs.
+			if hdr.Typeflag != tar.TypeDir {
+				hidden[name] = true
+			}
 			continue
 		}
 		seen[name] = hdr.Typeflag != tar.TypeDir
@@ -402,12 +467,18 @@ func flattenLayer(l layer, tw *tar.Writer, seen map[string]bool) (string, error)
 			return "", fmt.Errorf("layer %s: %s: %w", l.name, name, err)
 		}
 	}
-	// The digest covers the blob to its end, past the tar's last entry.
+	// The digests cover the streams to their ends, past the tar's last
+	// entry: the uncompressed tar's, then the blob's.
+	if _, err := io.Copy(io.Discard, content); err != nil {
+		return "", fmt.Errorf("layer %s: %w", l.name, err)
+	}
 	if _, err := io.Copy(io.Discard, br); err != nil {
 		return "", fmt.Errorf("layer %s: %w", l.name, err)
 	}
-	alg, _, _ := strings.Cut(l.digest, ":")
-	got := cmpOr(alg, "sha256") + ":" + hex.EncodeToString(h.Sum(nil))
+	if got := sumOf(l.diffID, diff); l.diffID != "" && got != l.diffID {
+		return "", fmt.Errorf("layer %s: its content has digest %s, but the image config says %s; the image is corrupt", l.name, got, l.diffID)
+	}
+	got := sumOf(l.digest, h)
 	if l.digest != "" && got != l.digest {
 		return "", fmt.Errorf("layer %s: content has digest %s; the image is corrupt", l.name, got)
 	}
@@ -415,6 +486,15 @@ func flattenLayer(l layer, tw *tar.Writer, seen map[string]bool) (string, error)
 		seen[p] = true
 	}
 	return got, nil
+}
+
+// sumOf formats h's sum as a digest of the algorithm like names.
+func sumOf(like string, h hash.Hash) string {
+	alg, _, _ := strings.Cut(like, ":")
+	if alg != "sha512" {
+		alg = "sha256"
+	}
+	return alg + ":" + hex.EncodeToString(h.Sum(nil))
 }
 
 // opaqueKey is the key of an opaque whiteout of dir: the path with a

@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -33,7 +36,7 @@ func memLayers(layers ...[]byte) *image {
 // flatNames lists the entries flatten writes for img, sorted.
 func flatNames(t *testing.T, img *image) []string {
 	t.Helper()
-	f := flatten(img)
+	f := flatten(context.Background(), img)
 	tr := tar.NewReader(f)
 	var names []string
 	for {
@@ -107,7 +110,7 @@ func TestFlattenCompression(t *testing.T) {
 	if got := flatNames(t, memLayers(gz.Bytes())); !slices.Equal(got, []string{"zipped"}) {
 		t.Errorf("gzip layer gave %v", got)
 	}
-	f := flatten(memLayers(append([]byte{0x28, 0xb5, 0x2f, 0xfd}, make([]byte, 64)...)))
+	f := flatten(context.Background(), memLayers(append([]byte{0x28, 0xb5, 0x2f, 0xfd}, make([]byte, 64)...)))
 	io.Copy(io.Discard, f)
 	if _, err := f.wait(); err == nil || !strings.Contains(err.Error(), "zstd") {
 		t.Errorf("zstd layer: %v", err)
@@ -129,15 +132,20 @@ func TestLayoutDigests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob, _ := blobPath(filepath.Join(tmp, "oci"), img.layers[1].digest)
-	data, _ := os.ReadFile(blob)
-	os.WriteFile(blob, append(data, 0), 0o644) // trailing byte: tar still reads
+	rel, _ := blobPath(img.layers[1].digest)
+	blob := filepath.Join(tmp, "oci", rel)
+	// A valid layer, but not the one the manifest names.
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	w.Write(tarOf(t, entry{name: "etc/", typ: tar.TypeDir}, entry{name: "etc/evil", body: "swapped in"}))
+	w.Close()
+	os.WriteFile(blob, gz.Bytes(), 0o644)
 	_, err = Import(context.Background(), filepath.Join(tmp, "oci"), filepath.Join(tmp, "root"), ImportOptions{})
 	if err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Errorf("tampered layer imported: %v", err)
 	}
 	for _, d := range []string{"sha256:../../../etc/passwd", "sha256:abc", "md5:" + strings.Repeat("0", 32), "sha256:" + strings.Repeat("A", 64)} {
-		if _, err := blobPath(tmp, d); err == nil {
+		if _, err := blobPath(d); err == nil {
 			t.Errorf("digest %q accepted", d)
 		}
 	}
@@ -164,5 +172,88 @@ func TestDockerArchiveRef(t *testing.T) {
 	}
 	if _, err := dockerArchiveImage(archive, "python:3.11", &ImageInfo{}); err == nil {
 		t.Error("--ref python:3.11 matched")
+	}
+}
+
+// A file that replaced a directory in a middle layer still hides that
+// directory's old contents when an upper layer makes it a directory again.
+func TestFlattenNoResurrection(t *testing.T) {
+	bottom := tarOf(t, entry{name: "a/", typ: tar.TypeDir}, entry{name: "a/secret", body: "deleted in the middle layer"})
+	middle := tarOf(t, entry{name: "a", body: "a file now"})
+	upper := tarOf(t, entry{name: "a/", typ: tar.TypeDir})
+	if got := flatNames(t, memLayers(bottom, middle, upper)); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("got %v, want only the upper layer's empty a/", got)
+	}
+}
+
+// An OCI archive is untrusted, and so are the symbolic links it unpacks:
+// a blob that links out of the layout is refused, not read.
+func TestLayoutLinkOut(t *testing.T) {
+	tmp := reachableDir(t)
+	p, err := layout.Write(filepath.Join(tmp, "oci"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	img, err := layoutImage(filepath.Join(tmp, "oci"), "", &ImageInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := blobPath(img.layers[0].digest)
+	blob := filepath.Join(tmp, "oci", rel)
+	os.Remove(blob)
+	os.Symlink("/dev/zero", blob)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = Import(ctx, filepath.Join(tmp, "oci"), filepath.Join(tmp, "root"), ImportOptions{})
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("a blob linked to /dev/zero: %v (context: %v)", err, ctx.Err())
+	}
+}
+
+// dockerArchive writes a `docker save` archive by hand: one image of the
+// given layers, whose config claims diffIDs.
+func dockerArchive(t *testing.T, file string, layers [][]byte, diffIDs []string) {
+	t.Helper()
+	config, _ := json.Marshal(map[string]any{"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs}})
+	var names []string
+	members := map[string][]byte{"config.json": config}
+	for i, l := range layers {
+		n := fmt.Sprintf("layer%d/layer.tar", i)
+		names = append(names, n)
+		members[n] = l
+	}
+	manifest, _ := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": []string{"example.test/x:1"}, "Layers": names}})
+	members["manifest.json"] = manifest
+	var entries []entry
+	for _, n := range append([]string{"manifest.json", "config.json"}, names...) {
+		entries = append(entries, entry{name: n, body: string(members[n])})
+	}
+	os.WriteFile(file, tarOf(t, entries...), 0o644)
+}
+
+// A `docker save` layer whose content is not the one its config names is
+// refused.
+func TestDockerArchiveDiffIDs(t *testing.T) {
+	tmp := reachableDir(t)
+	l := tarOf(t, entry{name: "etc/", typ: tar.TypeDir}, entry{name: "etc/passwd", body: "root:x:0:0::/root:/bin/sh\n"})
+	good := digestOf("sha256:", l)
+	bad := digestOf("sha256:", []byte("something else"))
+	for _, c := range []struct {
+		diffID string
+		ok     bool
+	}{{good, true}, {bad, false}} {
+		archive := filepath.Join(tmp, "img.tar")
+		dockerArchive(t, archive, [][]byte{l}, []string{c.diffID})
+		root := filepath.Join(t.TempDir(), "root")
+		_, err := Import(context.Background(), archive, root, ImportOptions{})
+		if c.ok && err != nil {
+			t.Errorf("matching diff ID: %v", err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "image config says")) {
+			t.Errorf("mismatched diff ID: %v", err)
+		}
 	}
 }
