@@ -494,18 +494,18 @@ func median(v []float64) float64 { return summarize(v).Median }
 
 // memReport is the peak memory of each process of a microbox run, the
 // median over the sampled runs: VmHWM (all resident pages, the binary's
-// shared file pages included) and the private pages (Private_Clean +
-// Private_Dirty of smaps_rollup), which are what one more concurrent run
-// adds: the binary's pages in the page cache are shared by every run.
+// file pages included) and the anonymous pages (Anonymous of
+// smaps_rollup), which are what one more concurrent run adds: the
+// binary's pages are in the page cache once, whatever the number of runs.
 type memReport struct {
 	Runs          int     `json:"runs"`
 	Supervisor    float64 `json:"supervisor_hwm_kib"`
 	Init          float64 `json:"init_hwm_kib"`
 	PID1          float64 `json:"pid1_hwm_kib"`
 	InnerPython   float64 `json:"sandboxed_python_hwm_kib"`
-	SupPrivate    float64 `json:"supervisor_private_kib"`
-	InitPrivate   float64 `json:"init_private_kib"`
-	PID1Private   float64 `json:"pid1_private_kib"`
+	SupPrivate    float64 `json:"supervisor_anon_kib"`
+	InitPrivate   float64 `json:"init_anon_kib"`
+	PID1Private   float64 `json:"pid1_anon_kib"`
 	BarePrint     float64 `json:"bare_python_print_hwm_kib"`
 	BareSleep     float64 `json:"bare_python_sleep_hwm_kib"`
 	InitName      string  `json:"init_comm"`
@@ -513,11 +513,11 @@ type memReport struct {
 }
 
 // procMem is one process's peak memory over the samples, in KiB.
-type procMem struct{ hwm, private float64 }
+type procMem struct{ hwm, anon float64 }
 
 func (m *procMem) sample(pid int) {
 	m.hwm = max(m.hwm, hwm(pid))
-	m.private = max(m.private, private(pid))
+	m.anon = max(m.anon, anon(pid))
 }
 
 // procPeak is what one sampled microbox run showed: the supervisor, the
@@ -546,7 +546,7 @@ func measureMemory(cfg *config, rep *report) *memReport {
 			continue
 		}
 		sup, ini, pid1, inner = append(sup, p.sup.hwm), append(ini, p.init.hwm), append(pid1, p.pid1.hwm), append(inner, p.prog.hwm)
-		supP, iniP, pid1P = append(supP, p.sup.private), append(iniP, p.init.private), append(pid1P, p.pid1.private)
+		supP, iniP, pid1P = append(supP, p.sup.anon), append(iniP, p.init.anon), append(pid1P, p.pid1.anon)
 		m.InitName = p.initComm
 		bp = append(bp, rusageKiB(cfg, program))
 		bs = append(bs, rusageKiB(cfg, sleeper))
@@ -624,21 +624,20 @@ func execdChild(sup int) int {
 	return 0
 }
 
-// private is a process's private resident memory in KiB, 0 when it
-// cannot be read.
-func private(pid int) float64 {
+// anon is a process's resident anonymous memory in KiB, 0 when it cannot
+// be read.
+func anon(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 	if err != nil {
 		return 0
 	}
-	var kib float64
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && (f[0] == "Private_Clean:" || f[0] == "Private_Dirty:") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Anonymous:" {
 			v, _ := strconv.ParseFloat(f[1], 64)
-			kib += v
+			return v
 		}
 	}
-	return kib
+	return 0
 }
 
 // hwm is a process's VmHWM in KiB, 0 when it cannot be read.
@@ -989,10 +988,10 @@ func renderMemory(b *strings.Builder, m *memReport) {
 	}
 	fmt.Fprintf(b, "### Memory (peak, median of %d runs)\n\n", m.Runs)
 	fmt.Fprintf(b, "microbox runs `%s`; /proc is sampled every 5 ms. VmHWM counts every resident page, "+
-		"the binary's file pages included, which the page cache shares between all runs; private "+
-		"(Private_Clean + Private_Dirty of smaps_rollup) is what one more concurrent run adds. "+
-		"Bare python's figures are wait4's ru_maxrss.\n\n", sleeper)
-	b.WriteString("| process | VmHWM KiB | private KiB |\n|---|--:|--:|\n")
+		"the binary's file pages included, which the page cache holds once for all runs; anonymous "+
+		"(smaps_rollup) is what one more concurrent run adds (kernel memory for its namespaces, "+
+		"mounts and page tables aside). Bare python's figures are wait4's ru_maxrss.\n\n", sleeper)
+	b.WriteString("| process | VmHWM KiB | anonymous KiB |\n|---|--:|--:|\n")
 	fmt.Fprintf(b, "| microbox supervisor | %.0f | %.0f |\n", m.Supervisor, m.SupPrivate)
 	fmt.Fprintf(b, "| outer init (comm `%s`) | %.0f | %.0f |\n", m.InitName, m.Init, m.InitPrivate)
 	fmt.Fprintf(b, "| the jail's PID 1 | %.0f | %.0f |\n", m.PID1, m.PID1Private)
