@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -189,15 +188,9 @@ func assertImported(t *testing.T, dir string, m *Manifest) {
 
 func TestImportOCILayout(t *testing.T) {
 	tmp := reachableDir(t)
-	p, err := layout.Write(filepath.Join(tmp, "oci"), empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(testImage(t)); err != nil {
-		t.Fatal(err)
-	}
+	oci := testLayout(t, tmp)
 	dir := filepath.Join(tmp, "root")
-	m, err := Import(context.Background(), filepath.Join(tmp, "oci"), dir, ImportOptions{})
+	m, err := Import(context.Background(), oci, dir, ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

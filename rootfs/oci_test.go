@@ -117,30 +117,43 @@ func TestFlattenCompression(t *testing.T) {
 	}
 }
 
-// A layout whose blob does not match its digest is refused, and so is a
-// digest that would name a path outside blobs/.
-func TestLayoutDigests(t *testing.T) {
-	tmp := reachableDir(t)
-	p, err := layout.Write(filepath.Join(tmp, "oci"), empty.Index)
+// testLayout writes testImage as an OCI layout under dir and returns it.
+func testLayout(t *testing.T, dir string) string {
+	t.Helper()
+	oci := filepath.Join(dir, "oci")
+	p, err := layout.Write(oci, empty.Index)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.AppendImage(testImage(t)); err != nil {
 		t.Fatal(err)
 	}
-	img, err := layoutImage(filepath.Join(tmp, "oci"), "", &ImageInfo{})
+	return oci
+}
+
+// layerBlob is the file of layer i of the layout's image.
+func layerBlob(t *testing.T, oci string, i int) string {
+	t.Helper()
+	img, err := layoutImage(oci, "", &ImageInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, _ := blobPath(img.layers[1].digest)
-	blob := filepath.Join(tmp, "oci", rel)
+	rel, _ := blobPath(img.layers[i].digest)
+	return filepath.Join(oci, rel)
+}
+
+// A layout whose blob does not match its digest is refused, and so is a
+// digest that would name a path outside blobs/.
+func TestLayoutDigests(t *testing.T) {
+	tmp := reachableDir(t)
+	blob := layerBlob(t, testLayout(t, tmp), 1)
 	// A valid layer, but not the one the manifest names.
 	var gz bytes.Buffer
 	w := gzip.NewWriter(&gz)
 	w.Write(tarOf(t, entry{name: "etc/", typ: tar.TypeDir}, entry{name: "etc/evil", body: "swapped in"}))
 	w.Close()
 	os.WriteFile(blob, gz.Bytes(), 0o644)
-	_, err = Import(context.Background(), filepath.Join(tmp, "oci"), filepath.Join(tmp, "root"), ImportOptions{})
+	_, err := Import(context.Background(), filepath.Join(tmp, "oci"), filepath.Join(tmp, "root"), ImportOptions{})
 	if err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Errorf("tampered layer imported: %v", err)
 	}
@@ -190,24 +203,12 @@ func TestFlattenNoResurrection(t *testing.T) {
 // a blob that links out of the layout is refused, not read.
 func TestLayoutLinkOut(t *testing.T) {
 	tmp := reachableDir(t)
-	p, err := layout.Write(filepath.Join(tmp, "oci"), empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(testImage(t)); err != nil {
-		t.Fatal(err)
-	}
-	img, err := layoutImage(filepath.Join(tmp, "oci"), "", &ImageInfo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, _ := blobPath(img.layers[0].digest)
-	blob := filepath.Join(tmp, "oci", rel)
+	blob := layerBlob(t, testLayout(t, tmp), 0)
 	os.Remove(blob)
 	os.Symlink("/dev/zero", blob)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, err = Import(ctx, filepath.Join(tmp, "oci"), filepath.Join(tmp, "root"), ImportOptions{})
+	_, err := Import(ctx, filepath.Join(tmp, "oci"), filepath.Join(tmp, "root"), ImportOptions{})
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("a blob linked to /dev/zero: %v (context: %v)", err, ctx.Err())
 	}
