@@ -28,17 +28,17 @@ var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 // still hold). A hierarchy missing from /proc/self/cgroup is left out.
 func v1Parents(parent string) (map[string]string, error) {
 	parents := map[string]string{}
+	if parent != "" {
+		for _, sub := range v1Controllers {
+			parents[sub] = parent
+		}
+		return parents, nil
+	}
 	own, err := ownGroups()
 	for _, sub := range v1Controllers {
 		if p, ok := own[sub]; ok {
 			parents[sub] = p
 		}
-		if parent != "" {
-			parents[sub] = parent
-		}
-	}
-	if parent != "" {
-		err = nil
 	}
 	return parents, err
 }
@@ -94,14 +94,14 @@ func newV1(name string, opts Options) (Run, error) {
 	r := &v1Run{dirs: map[string]string{}}
 	made := map[string]string{} // resolved hierarchy → the run's directory there
 	for _, sub := range v1Controllers {
-		dir, err := r.mkdir(mountRoot, sub, parents, name, made)
+		dir, err := v1Mkdir(mountRoot, sub, parents, name, made)
 		if err == nil {
 			r.dirs[sub] = dir
 			continue
 		}
 		if v1Needed(sub, lim) {
 			r.Remove()
-			return nil, fmt.Errorf("create cgroup v1 %s: the %s hierarchy is needed for the requested limit: %w", name, sub, err)
+			return nil, fmt.Errorf("create cgroup v1 %s in the %s hierarchy, which a requested limit needs (%w); mount that hierarchy, or drop the limit, or pass --no-cgroup", name, sub, err)
 		}
 	}
 	for _, s := range v1Settings(lim) {
@@ -116,12 +116,12 @@ func newV1(name string, opts Options) (Run, error) {
 	return r, nil
 }
 
-// mkdir makes the run's directory in hierarchy sub under root. Controllers
+// v1Mkdir makes the run's directory in hierarchy sub under root. Controllers
 // mounted together (cpu,cpuacct on systemd hosts, where /sys/fs/cgroup/cpu
 // and /sys/fs/cgroup/cpuacct are links to one hierarchy) share the
 // directory: made maps each resolved hierarchy to the directory already
 // made there.
-func (r *v1Run) mkdir(root, sub string, parents map[string]string, name string, made map[string]string) (string, error) {
+func v1Mkdir(root, sub string, parents map[string]string, name string, made map[string]string) (string, error) {
 	parent, ok := parents[sub]
 	if !ok {
 		return "", fmt.Errorf("no %s line in /proc/self/cgroup", sub)

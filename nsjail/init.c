@@ -4,7 +4,7 @@
 // net, ipc, uts and cgroup namespaces with _MICROBOX_INIT set in the
 // environment. This constructor runs before Go's runtime starts (the pattern
 // runc's nsexec uses), so the child never pays for a second Go runtime: it
-// reads a plan from fd 3, executes it, forks the program and reaps.
+// reads a plan from fd 3, executes it, starts the program and reaps.
 //
 // The plan is data computed by the Go side (plan.go): a list of steps, each a
 // name and byte-string arguments. This file interprets the steps and knows no
@@ -454,7 +454,8 @@ static void close_extra_fds(void)
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-// start_program runs in the forked child (pid 2) and never returns.
+// start_program runs in the program's process (pid 2), before its execve,
+// and never returns.
 static void start_program(struct program *prog, int errpipe)
 {
 	// Dumpable again, as execve would make it anyway: a rootless program
@@ -656,9 +657,10 @@ static void jail_init(struct step *steps, size_t count, const struct jail *j, in
 		die("pipe");
 	pid_t child = spawn_program(&prog, errpipe);
 	if (child < 0)
-		die("fork the program");
-	// The vfork'ed program changed its credentials in PID 1's memory, which
-	// resets that memory's dumpable flag to fs.suid_dumpable: undo it.
+		die("start the program");
+	// The vfork'ed program changed its credentials while it shared PID 1's
+	// memory, and a change of credentials resets that memory's dumpable
+	// flag to fs.suid_dumpable: undo it.
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	close(errpipe[1]);
 	int err;

@@ -152,7 +152,7 @@ func (s *Spec) Validate() error {
 		}
 		if len(s.RootFiles) > 0 {
 			if err := rootfs.CheckMountPoint(s.RootDir, path.Dir(RootFilesDir)); err != nil {
-				return err
+				return fmt.Errorf("%w (the run's policy files go under %s)", err, RootFilesDir)
 			}
 		}
 	}

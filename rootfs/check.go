@@ -90,7 +90,7 @@ func Check(dir string, o CheckOptions) *Report {
 	if err := CheckPython(dir, o.Python); err != nil {
 		r.add(Fail, "python", "%v", err)
 	} else {
-		r.add(OK, "python", "%s is an executable; /proc, /dev and /tmp exist", o.Python)
+		r.add(OK, "python", "%s is an executable; /proc, /dev and /tmp are directories, reached without symbolic links", o.Python)
 	}
 	if o.Run != nil && !r.Failed() {
 		probePython(r, o)

@@ -180,13 +180,6 @@ func untarFile(p, dir string) error {
 	return err
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // linkPython makes /usr/bin/python3 (exec's default --python) point at
 // /usr/local/bin/python3 in images that install Python there only, such
 // as the official python images.

@@ -14,6 +14,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -132,7 +133,7 @@ func readJSONBlob(dir, digest string, v any) error {
 		return err
 	}
 	if got := digestOf(digest, data); got != digest {
-		return fmt.Errorf("blob %s has another digest", digest)
+		return fmt.Errorf("blob %s does not have that digest; the image is corrupt", digest)
 	}
 	return json.Unmarshal(data, v)
 }
@@ -161,11 +162,11 @@ func layoutImage(dir, ref string, info *ImageInfo) (*image, error) {
 	if err := json.Unmarshal(data, &idx); err != nil {
 		return nil, fmt.Errorf("OCI layout %s: index.json: %w", dir, err)
 	}
-	var found []descriptor
-	var names []string
-	if err := collectImages(dir, idx, ref, "", 0, &indexWalk{indexes: map[string]bool{}}, &found, &names); err != nil {
+	w := &indexWalk{dir: dir, ref: ref, indexes: map[string]bool{}}
+	if err := w.collect(idx, "", 0); err != nil {
 		return nil, fmt.Errorf("OCI layout %s: %w", dir, err)
 	}
+	found, names := w.found, w.names
 	switch {
 	case len(found) == 0 && ref != "":
 		return nil, fmt.Errorf("OCI layout %s has no image %q for linux/%s", dir, ref, runtime.GOARCH)
@@ -194,22 +195,30 @@ func layoutImage(dir, ref string, info *ImageInfo) (*image, error) {
 	return img, nil
 }
 
-// indexWalk is what collectImages has seen so far.
+// indexWalk finds the images of a layout that match ref (all of them if
+// ref is empty) for this platform, descending into nested indexes.
 type indexWalk struct {
-	entries int
-	indexes map[string]bool // digests of the nested indexes read
+	dir, ref string
+	found    []descriptor
+	names    []string        // for messages, one per found
+	entries  int             // walked so far
+	indexes  map[string]bool // digests of the nested indexes read
 }
 
-const maxIndexEntries = 10000
+const (
+	maxIndexEntries = 10000
+	maxIndexDepth   = 4
+)
 
-func collectImages(dir string, idx ociIndex, ref, name string, depth int, w *indexWalk, found *[]descriptor, names *[]string) error {
-	if depth > 4 {
+// collect walks idx, whose images are called name unless they say
+// otherwise. A hostile layout must not make the walk exponential: the
+// entries walked are bounded, and each nested index is read once however
+// often it is listed.
+func (w *indexWalk) collect(idx ociIndex, name string, depth int) error {
+	if depth > maxIndexDepth {
 		return errors.New("image indexes nested too deeply")
 	}
 	for _, d := range idx.Manifests {
-		// A hostile layout must not make the walk exponential: the entries
-		// walked are bounded, and each nested index is read once however
-		// often it is listed.
 		if w.entries++; w.entries > maxIndexEntries {
 			return fmt.Errorf("more than %d index entries", maxIndexEntries)
 		}
@@ -227,18 +236,18 @@ func collectImages(dir string, idx ociIndex, ref, name string, depth int, w *ind
 			}
 			w.indexes[d.Digest] = true
 			var child ociIndex
-			if err := readJSONBlob(dir, d.Digest, &child); err != nil {
+			if err := readJSONBlob(w.dir, d.Digest, &child); err != nil {
 				return err
 			}
-			if err := collectImages(dir, child, ref, n, depth+1, w, found, names); err != nil {
+			if err := w.collect(child, n, depth+1); err != nil {
 				return err
 			}
 		case mediaOCIManifest, mediaDockerManifest:
-			if ref != "" && n != ref && !strings.HasSuffix(n, ":"+ref) && !strings.HasSuffix(ref, ":"+n) {
+			if w.ref != "" && n != w.ref && !strings.HasSuffix(n, ":"+w.ref) && !strings.HasSuffix(w.ref, ":"+n) {
 				continue
 			}
-			*found = append(*found, d)
-			*names = append(*names, cmpOr(n, d.Digest))
+			w.found = append(w.found, d)
+			w.names = append(w.names, cmp.Or(n, d.Digest))
 		}
 	}
 	return nil
@@ -263,23 +272,25 @@ func dockerArchiveImage(archive, ref string, info *ImageInfo) (*image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: manifest.json: %w", archive, err)
 	}
-	var m *dockerManifest
 	var tags []string
+	var matches []*dockerManifest
 	for i := range ms {
 		tags = append(tags, ms[i].RepoTags...)
 		if ref == "" || slices.ContainsFunc(ms[i].RepoTags, func(t string) bool { return sameTag(t, ref) }) {
-			if m != nil {
-				return nil, fmt.Errorf("%s holds %d images (%s); pick one with --ref", archive, len(ms), strings.Join(tags, ", "))
-			}
-			m = &ms[i]
+			matches = append(matches, &ms[i])
 		}
 	}
-	if m == nil && ref != "" {
+	switch {
+	case len(matches) == 0 && ref != "":
 		return nil, fmt.Errorf("%s has no image tagged %q (it has %s)", archive, ref, strings.Join(tags, ", "))
-	}
-	if m == nil {
+	case len(matches) == 0:
 		return nil, fmt.Errorf("%s: manifest.json lists no image", archive)
+	case len(matches) > 1 && ref != "":
+		return nil, fmt.Errorf("%s holds %d images tagged %q; this archive cannot be imported by tag, save the one image alone", archive, len(matches), ref)
+	case len(matches) > 1:
+		return nil, fmt.Errorf("%s holds %d images (%s); pick one with --ref", archive, len(ms), strings.Join(tags, ", "))
 	}
+	m := matches[0]
 	config, err := readMember(archive, m.Config)
 	if err != nil {
 		return nil, fmt.Errorf("%s: config %s: %w", archive, m.Config, err)
@@ -325,40 +336,79 @@ func normalTag(t string) string {
 	return t
 }
 
-// readMember returns a small member of a tar archive.
+// readMember returns a small member of a tar archive, at most maxJSONBlob
+// bytes.
 func readMember(archive, name string) ([]byte, error) {
 	r, err := openMember(archive, name)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	return io.ReadAll(io.LimitReader(r, maxJSONBlob))
+	data, err := io.ReadAll(io.LimitReader(r, maxJSONBlob+1))
+	if err == nil && len(data) > maxJSONBlob {
+		err = fmt.Errorf("%s is larger than %d bytes", name, maxJSONBlob)
+	}
+	return data, err
 }
 
-// openMember opens the member called name of a tar archive.
+// openMember opens the member called name of a tar archive. A member that
+// is a link (older `docker save` links layers that several images share)
+// is followed inside the archive, a few links deep at most.
 func openMember(archive, name string) (io.ReadCloser, error) {
-	f, err := os.Open(archive)
-	if err != nil {
-		return nil, err
-	}
-	want := path.Clean(strings.TrimPrefix(name, "./"))
-	tr := tar.NewReader(bufio.NewReader(f))
-	for {
-		h, err := tr.Next()
+	want := memberName(name)
+	for hops := 0; hops < 8; hops++ {
+		f, err := os.Open(archive)
 		if err != nil {
-			f.Close()
-			if err == io.EOF {
-				err = fmt.Errorf("no member %s", name)
-			}
 			return nil, err
 		}
-		if path.Clean(strings.TrimPrefix(h.Name, "./")) == want && h.Typeflag == tar.TypeReg {
+		tr := tar.NewReader(bufio.NewReader(f))
+		h, err := findMember(tr, want)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("member %s: %w", name, err)
+		}
+		switch h.Typeflag {
+		case tar.TypeReg:
 			return struct {
 				io.Reader
 				io.Closer
 			}{tr, f}, nil
+		case tar.TypeSymlink:
+			target := h.Linkname
+			if !path.IsAbs(target) {
+				target = path.Join(path.Dir(want), target)
+			}
+			want = memberName(strings.TrimPrefix(target, "/"))
+		case tar.TypeLink:
+			want = memberName(h.Linkname)
+		default:
+			f.Close()
+			return nil, fmt.Errorf("member %s is not a regular file", name)
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("member %s: too many links", name)
+}
+
+// findMember advances tr to the member called want.
+func findMember(tr *tar.Reader, want string) (*tar.Header, error) {
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, errors.New("not in the archive")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if memberName(h.Name) == want {
+			return h, nil
 		}
 	}
+}
+
+// memberName is a member's path as compared: clean, without "./".
+func memberName(name string) string {
+	return path.Clean(strings.TrimPrefix(name, "./"))
 }
 
 // flatten writes the union of the layers as one tar stream, the way a
@@ -503,9 +553,10 @@ func opaqueKey(dir string) string {
 	return strings.TrimSuffix(path.Clean(dir), "/") + "/"
 }
 
-// underHidden reports whether an upper layer hid name: a whiteout or a
-// non-directory at name or at one of its parents, or an opaque whiteout
-// ("dir/") in one of its parents.
+// underHidden reports whether an upper layer hid name through one of its
+// parents: a whiteout or a non-directory at a parent, or an opaque
+// whiteout ("dir/") of one. (An entry at name itself is the caller's
+// business.)
 func underHidden(seen map[string]bool, name string) bool {
 	for p := name; p != "/"; {
 		if seen[p] && p != name {

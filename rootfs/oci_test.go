@@ -209,8 +209,8 @@ func TestLayoutLinkOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := Import(ctx, filepath.Join(tmp, "oci"), filepath.Join(tmp, "root"), ImportOptions{})
-	if err == nil || ctx.Err() != nil {
-		t.Fatalf("a blob linked to /dev/zero: %v (context: %v)", err, ctx.Err())
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "escapes") {
+		t.Fatalf("a blob linked to /dev/zero: %v (context: %v); want the link refused for escaping the layout", err, ctx.Err())
 	}
 }
 
@@ -256,5 +256,24 @@ func TestDockerArchiveDiffIDs(t *testing.T) {
 		if !c.ok && (err == nil || !strings.Contains(err.Error(), "image config says")) {
 			t.Errorf("mismatched diff ID: %v", err)
 		}
+	}
+}
+
+// Older `docker save` archives store a layer that two images share once
+// and link to it: the link is followed inside the archive.
+func TestDockerArchiveLinkedLayer(t *testing.T) {
+	l := tarOf(t, entry{name: "etc/", typ: tar.TypeDir}, entry{name: "etc/passwd", body: "root:x:0:0::/root:/bin/sh\n"})
+	id := digestOf("sha256:", l)
+	config, _ := json.Marshal(map[string]any{"rootfs": map[string]any{"type": "layers", "diff_ids": []string{id}}})
+	manifest, _ := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": []string{"example.test/x:1"}, "Layers": []string{"b/layer.tar"}}})
+	archive := filepath.Join(reachableDir(t), "img.tar")
+	os.WriteFile(archive, tarOf(t,
+		entry{name: "manifest.json", body: string(manifest)},
+		entry{name: "config.json", body: string(config)},
+		entry{name: "a/layer.tar", body: string(l)},
+		entry{name: "b/layer.tar", typ: tar.TypeSymlink, link: "../a/layer.tar"},
+	), 0o644)
+	if _, err := Import(context.Background(), archive, filepath.Join(t.TempDir(), "root"), ImportOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

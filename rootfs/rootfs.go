@@ -114,8 +114,10 @@ func CheckMountPoint(dir, p string) error {
 		cur = filepath.Join(cur, part)
 		fi, err := os.Lstat(cur)
 		switch {
-		case err != nil:
+		case errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("rootfs %s has no %s directory to mount on; create it (mkdir -p %s)", dir, p, filepath.Join(dir, p))
+		case err != nil:
+			return fmt.Errorf("rootfs %s: %w", dir, err)
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return fmt.Errorf("rootfs %s: %s is a symbolic link, but the jail mounts on %s, which must be reached through real directories; replace the link with a directory", dir, strings.TrimPrefix(cur, dir), p)
 		case !fi.IsDir():

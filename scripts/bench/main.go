@@ -5,9 +5,11 @@
 // layer on) against `/usr/bin/python3 -c 'print(1)'` and against peers with
 // comparable isolation (bubblewrap, `unshare` alone, firejail when it is
 // installed), interleaving the variants so that load on the machine hits
-// them alike. It reports latency serially and under concurrency, the
-// resident memory of microbox's supervisor and init, and the median time of
-// each set-up phase from `microbox exec --json --trace`.
+// them alike. It reports latency serially and under concurrency, the peak
+// memory of microbox's supervisor, outer init and PID 1 (resident and
+// anonymous), and the median time of each set-up phase from `microbox exec
+// --json --trace`. With -baseline it also times an earlier microbox binary
+// in the same rounds, for a before/after.
 //
 // The Markdown report replaces the section between the bench markers of
 // BENCHMARKS.md. Run it from the repository root after building microbox:
@@ -503,9 +505,9 @@ type memReport struct {
 	Init          float64 `json:"init_hwm_kib"`
 	PID1          float64 `json:"pid1_hwm_kib"`
 	InnerPython   float64 `json:"sandboxed_python_hwm_kib"`
-	SupPrivate    float64 `json:"supervisor_anon_kib"`
-	InitPrivate   float64 `json:"init_anon_kib"`
-	PID1Private   float64 `json:"pid1_anon_kib"`
+	SupAnon       float64 `json:"supervisor_anon_kib"`
+	InitAnon      float64 `json:"init_anon_kib"`
+	PID1Anon      float64 `json:"pid1_anon_kib"`
 	BarePrint     float64 `json:"bare_python_print_hwm_kib"`
 	BareSleep     float64 `json:"bare_python_sleep_hwm_kib"`
 	InitName      string  `json:"init_comm"`
@@ -534,7 +536,7 @@ func measureMemory(cfg *config, rep *report) *memReport {
 	}
 	fmt.Fprintf(os.Stderr, "bench: memory: %d sampled runs\n", cfg.memN)
 	m := &memReport{}
-	var sup, ini, pid1, inner, supP, iniP, pid1P, bp, bs []float64
+	var sup, ini, pid1, inner, supA, iniA, pid1A, bp, bs []float64
 	for range cfg.memN {
 		p, err := sampleMicrobox(cfg)
 		if errors.Is(err, errUnseen) {
@@ -546,14 +548,14 @@ func measureMemory(cfg *config, rep *report) *memReport {
 			continue
 		}
 		sup, ini, pid1, inner = append(sup, p.sup.hwm), append(ini, p.init.hwm), append(pid1, p.pid1.hwm), append(inner, p.prog.hwm)
-		supP, iniP, pid1P = append(supP, p.sup.anon), append(iniP, p.init.anon), append(pid1P, p.pid1.anon)
+		supA, iniA, pid1A = append(supA, p.sup.anon), append(iniA, p.init.anon), append(pid1A, p.pid1.anon)
 		m.InitName = p.initComm
 		bp = append(bp, rusageKiB(cfg, program))
 		bs = append(bs, rusageKiB(cfg, sleeper))
 	}
 	m.Runs = len(sup)
 	m.Supervisor, m.Init, m.PID1, m.InnerPython = median(sup), median(ini), median(pid1), median(inner)
-	m.SupPrivate, m.InitPrivate, m.PID1Private = median(supP), median(iniP), median(pid1P)
+	m.SupAnon, m.InitAnon, m.PID1Anon = median(supA), median(iniA), median(pid1A)
 	m.BarePrint, m.BareSleep = median(bp), median(bs)
 	return m
 }
@@ -992,15 +994,15 @@ func renderMemory(b *strings.Builder, m *memReport) {
 		"(smaps_rollup) is what one more concurrent run adds (kernel memory for its namespaces, "+
 		"mounts and page tables aside). Bare python's figures are wait4's ru_maxrss.\n\n", sleeper)
 	b.WriteString("| process | VmHWM KiB | anonymous KiB |\n|---|--:|--:|\n")
-	fmt.Fprintf(b, "| microbox supervisor | %.0f | %.0f |\n", m.Supervisor, m.SupPrivate)
-	fmt.Fprintf(b, "| outer init (comm `%s`) | %.0f | %.0f |\n", m.InitName, m.Init, m.InitPrivate)
-	fmt.Fprintf(b, "| the jail's PID 1 | %.0f | %.0f |\n", m.PID1, m.PID1Private)
+	fmt.Fprintf(b, "| microbox supervisor | %.0f | %.0f |\n", m.Supervisor, m.SupAnon)
+	fmt.Fprintf(b, "| outer init (comm `%s`) | %.0f | %.0f |\n", m.InitName, m.Init, m.InitAnon)
+	fmt.Fprintf(b, "| the jail's PID 1 | %.0f | %.0f |\n", m.PID1, m.PID1Anon)
 	fmt.Fprintf(b, "| python inside microbox (sleep) | %.0f | |\n", m.InnerPython)
 	fmt.Fprintf(b, "| bare python `print(1)` | %.0f | |\n", m.BarePrint)
 	fmt.Fprintf(b, "| bare python (sleep) | %.0f | |\n", m.BareSleep)
-	hwm, priv := m.Supervisor+m.Init+m.PID1, m.SupPrivate+m.InitPrivate+m.PID1Private
+	hwmSum, anonSum := m.Supervisor+m.Init+m.PID1, m.SupAnon+m.InitAnon+m.PID1Anon
 	fmt.Fprintf(b, "| **supervisor + inits beyond python** | **%.0f** (%.1f MiB) | **%.0f** (%.1f MiB) |\n\n",
-		hwm, hwm/1024, priv, priv/1024)
+		hwmSum, hwmSum/1024, anonSum, anonSum/1024)
 	b.WriteString("Goal: ≤ 3 MiB per run beyond python's own.\n\n")
 	if m.SamplingError != "" {
 		fmt.Fprintf(b, "Sampling failed at least once: %s\n\n", m.SamplingError)
@@ -1023,11 +1025,11 @@ func renderTrace(b *strings.Builder, t *traceReport) {
 	fmt.Fprintf(b, "| `microbox exec --json --trace` total wall | %.2f | %.2f |\n", f.Total, nc.Total)
 	fmt.Fprintf(b, "| setup_time_ms (run start → program's execve) | %.2f | %.2f |\n", f.Setup, nc.Setup)
 	fmt.Fprintf(b, "| wall_time_ms (program's execve → exit) | %.2f | %.2f |\n", f.Program, nc.Program)
-	fmt.Fprintf(b, "| outside = total − setup − wall (process start, Go runtime, flags, cgroup GC; "+
+	fmt.Fprintf(b, "| outside = total − setup − wall (process start, Go runtime, flags; "+
 		"after the exit: cgroup removal, JSON, process exit) | %.2f | %.2f |\n", f.Outside, nc.Outside)
 	fmt.Fprintf(b, "| … of which the binary's start alone (`microbox exec --help` wall: exec, Go runtime, "+
 		"package inits) | %.2f | |\n", t.Start)
-	fmt.Fprintf(b, "| … the rest (cgroup GC before the run; cgroup removal, JSON and exit after it) | %.2f | %.2f |\n",
+	fmt.Fprintf(b, "| … the rest (flags and spec before the run; cgroup removal, JSON and exit after it; the cgroup GC runs beside the run) | %.2f | %.2f |\n",
 		f.Outside-t.Start, nc.Outside-t.Start)
 	fmt.Fprintf(b, "| bare python wall, interleaved with the traced runs | %.2f | |\n\n", t.Bare)
 }

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -34,32 +35,41 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: importcost [-n N] [-cgo] PACKAGE...")
 		os.Exit(2)
 	}
+	if err := measure(flag.Args(), *rounds, *cgo); err != nil {
+		fmt.Fprintln(os.Stderr, "importcost:", err)
+		os.Exit(1)
+	}
+}
+
+// measure builds the programs in a throwaway module, times them and
+// prints the table.
+func measure(pkgs []string, rounds int, cgo bool) error {
 	dir, err := os.MkdirTemp("", "importcost-")
 	if err != nil {
-		fail(err)
+		return err
 	}
 	defer os.RemoveAll(dir)
-	pkgs := append([]string{""}, flag.Args()...) // "" is the empty reference
+	pkgs = append([]string{""}, pkgs...) // "" is the empty reference
 	bins := make([]string, len(pkgs))
 	if err := run(dir, "go", "mod", "init", "importcost"); err != nil {
-		fail(err)
+		return err
 	}
 	for i, p := range pkgs {
 		if p != "" {
 			if err := run(dir, "go", "get", p); err != nil {
-				fail(err)
+				return err
 			}
 		}
-		if bins[i], err = build(dir, i, p, *cgo); err != nil {
-			fail(err)
+		if bins[i], err = build(dir, i, p, cgo); err != nil {
+			return err
 		}
 	}
 	times := make([][]time.Duration, len(pkgs))
-	for r := -10; r < *rounds; r++ { // 10 warm-up rounds
+	for r := -10; r < rounds; r++ { // 10 warm-up rounds
 		for i, b := range bins {
 			start := time.Now()
 			if err := exec.Command(b).Run(); err != nil {
-				fail(err)
+				return fmt.Errorf("run the program importing %q: %w", pkgs[i], err)
 			}
 			if r >= 0 {
 				times[i] = append(times[i], time.Since(start))
@@ -70,8 +80,9 @@ func main() {
 	fmt.Printf("| imported | median ms | Δ ms |\n|---|--:|--:|\n")
 	for i, p := range pkgs {
 		m := median(times[i])
-		fmt.Printf("| %s | %.2f | %+.2f |\n", cmpOr(p, "(nothing)"), ms(m), ms(m-ref))
+		fmt.Printf("| %s | %.2f | %+.2f |\n", cmp.Or(p, "(nothing)"), ms(m), ms(m-ref))
 	}
+	return nil
 }
 
 func build(dir string, i int, pkg string, cgo bool) (string, error) {
@@ -126,15 +137,3 @@ func median(d []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "importcost:", err)
-	os.Exit(1)
-}
