@@ -41,8 +41,15 @@ type ImportOptions struct {
 	// Ref picks one image from an archive or layout holding several: a
 	// tag such as python:3.12-slim, or an OCI ref.name annotation.
 	Ref string
-	Log io.Writer
+	// MaxSize bounds the bytes the image may unpack to (0: no bound). An
+	// image is untrusted, and a few KiB of gzip can expand to fill a disk.
+	MaxSize int64
+	Log     io.Writer
 }
+
+// maxEntries bounds the files, directories and links an image may unpack
+// to; a Python image has tens of thousands.
+const maxEntries = 2_000_000
 
 // Import unpacks the image at src into stage (which must not exist) and
 // prepares it for the jail (see Finish).
@@ -51,7 +58,8 @@ func Import(ctx context.Context, src, stage string, o ImportOptions) (*Manifest,
 	if log == nil {
 		log = io.Discard
 	}
-	img, cleanup, err := openImage(src, o.Ref)
+	budget := extractBudget{bytes: o.MaxSize, entries: maxEntries}
+	img, cleanup, err := openImage(src, o.Ref, budget)
 	defer cleanup()
 	if err != nil {
 		return nil, err
@@ -62,7 +70,7 @@ func Import(ctx context.Context, src, stage string, o ImportOptions) (*Manifest,
 		return nil, err
 	}
 	flat := flatten(ctx, img)
-	stats, err := extractTar(stage, &ctxReader{ctx, flat})
+	stats, err := extractTar(stage, &ctxReader{ctx, flat}, budget)
 	layers, ferr := flat.wait()
 	if err == nil && ferr != nil && !errors.Is(ferr, io.ErrClosedPipe) {
 		err = ferr
@@ -101,7 +109,7 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 // openImage opens an OCI layout directory, a `docker save` archive or an
 // OCI archive (a tarred layout, unpacked into a temporary directory that
 // cleanup removes).
-func openImage(src, ref string) (img *image, cleanup func(), err error) {
+func openImage(src, ref string, budget extractBudget) (img *image, cleanup func(), err error) {
 	cleanup = func() {}
 	abs, err := filepath.Abs(src)
 	if err != nil {
@@ -136,7 +144,7 @@ func openImage(src, ref string) (img *image, cleanup func(), err error) {
 			return nil, cleanup, err
 		}
 		cleanup = func() { os.RemoveAll(tmp) }
-		if err := untarFile(abs, tmp); err != nil {
+		if err := untarFile(abs, tmp, budget); err != nil {
 			return nil, cleanup, err
 		}
 		img, err := layoutImage(tmp, ref, info)
@@ -170,13 +178,13 @@ func archiveNames(p string) (map[string]bool, error) {
 	}
 }
 
-func untarFile(p, dir string) error {
+func untarFile(p, dir string, budget extractBudget) error {
 	f, err := os.Open(p)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	_, err = extractTar(dir, f)
+	_, err = extractTar(dir, f, budget)
 	return err
 }
 
@@ -246,13 +254,14 @@ func sample(paths []string) string {
 // maps to nobody anyway; only the mode bits matter). It does not create
 // device nodes or fifos, removes setuid/setgid bits and ignores extended
 // attributes (file capabilities included), reporting each.
-func extractTar(dir string, r io.Reader) (*extractStats, error) {
+// A budget with non-zero fields bounds what the archive may write.
+func extractTar(dir string, r io.Reader, budget extractBudget) (*extractStats, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	x := &extractor{root: root, stats: &extractStats{}, dirModes: map[string]dirMeta{}}
+	x := &extractor{root: root, stats: &extractStats{}, dirModes: map[string]dirMeta{}, budget: budget}
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -274,9 +283,17 @@ type dirMeta struct {
 	mtime time.Time
 }
 
+// extractBudget bounds what an untrusted archive may write; a zero field
+// is no bound.
+type extractBudget struct {
+	bytes, entries int64
+}
+
 type extractor struct {
-	root  *os.Root
-	stats *extractStats
+	root    *os.Root
+	stats   *extractStats
+	budget  extractBudget
+	written int64 // bytes of file content so far
 	// Directories get their modes and times last: a read-only directory
 	// must still take its children, and adding them changes its mtime.
 	dirModes map[string]dirMeta
@@ -309,6 +326,9 @@ func (x *extractor) entry(h *tar.Header, r io.Reader) error {
 		return nil // the root itself keeps the mode its owner gave it
 	}
 	x.stats.entries++
+	if x.budget.entries > 0 && int64(x.stats.entries) > x.budget.entries {
+		return fmt.Errorf("the archive holds more than %d entries; refusing it", x.budget.entries)
+	}
 	if h.Uid != 0 || h.Gid != 0 {
 		x.stats.otherOwns++
 	}
@@ -400,7 +420,7 @@ func (x *extractor) file(name string, mode fs.FileMode, h *tar.Header, r io.Read
 	if err != nil {
 		return fmt.Errorf("create /%s: %w", name, err)
 	}
-	_, err = io.Copy(f, r)
+	err = x.copy(f, r)
 	if err == nil {
 		err = f.Chmod(mode)
 	}
@@ -415,6 +435,23 @@ func (x *extractor) file(name string, mode fs.FileMode, h *tar.Header, r io.Read
 		return fmt.Errorf("write /%s: %w", name, err)
 	}
 	return nil
+}
+
+// copy writes a file's content, within the byte budget.
+func (x *extractor) copy(w io.Writer, r io.Reader) error {
+	if x.budget.bytes == 0 {
+		_, err := io.Copy(w, r)
+		return err
+	}
+	n, err := io.CopyN(w, r, x.budget.bytes-x.written+1)
+	x.written += n
+	if x.written > x.budget.bytes {
+		return fmt.Errorf("the image unpacks to more than %d bytes (--max-size); raise the limit if the image is trusted", x.budget.bytes)
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	return err
 }
 
 // finish creates the deferred hard links, then sets directory modes and

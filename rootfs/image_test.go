@@ -244,7 +244,7 @@ func TestExtractStaysInside(t *testing.T) {
 	for name, entries := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := extractTar(dir, bytes.NewReader(tarOf(t, entries...)))
+			_, err := extractTar(dir, bytes.NewReader(tarOf(t, entries...)), extractBudget{})
 			if err == nil && name != "symlink file" {
 				t.Errorf("extractTar accepted the archive")
 			}
@@ -264,7 +264,7 @@ func TestExtractStaysInside(t *testing.T) {
 		entry{name: "/etc/abs", body: "inside"},
 		entry{name: "link", typ: tar.TypeSymlink, link: filepath.Join(outside, "escaped")},
 		entry{name: "link", body: "replaced"},
-	)))
+	)), extractBudget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,5 +276,28 @@ func TestExtractStaysInside(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(outside, "escaped")); err == nil {
 		t.Fatalf("the archive wrote through a symlink")
+	}
+}
+
+// An image may not unpack to more than its budget: a few KiB of gzip can
+// expand to fill a disk.
+func TestExtractBudget(t *testing.T) {
+	archive := tarOf(t, entry{name: "a", body: "0123456789"}, entry{name: "b", body: "0123456789"})
+	if _, err := extractTar(t.TempDir(), bytes.NewReader(archive), extractBudget{bytes: 20}); err != nil {
+		t.Fatalf("20 bytes within a 20-byte budget: %v", err)
+	}
+	_, err := extractTar(t.TempDir(), bytes.NewReader(archive), extractBudget{bytes: 19})
+	if err == nil || !strings.Contains(err.Error(), "--max-size") {
+		t.Fatalf("20 bytes in a 19-byte budget: %v", err)
+	}
+	_, err = extractTar(t.TempDir(), bytes.NewReader(archive), extractBudget{entries: 1})
+	if err == nil || !strings.Contains(err.Error(), "more than 1 entries") {
+		t.Fatalf("two entries with room for one: %v", err)
+	}
+	// Import applies the budget to the image it unpacks.
+	tmp := reachableDir(t)
+	_, err = Import(context.Background(), testLayout(t, tmp), filepath.Join(tmp, "root"), ImportOptions{MaxSize: 16})
+	if err == nil || !strings.Contains(err.Error(), "--max-size") {
+		t.Fatalf("an import over its budget: %v", err)
 	}
 }

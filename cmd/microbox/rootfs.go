@@ -65,7 +65,7 @@ Without --mirror, the Debian mirrors this host's apt uses are used.`,
 func rootfsImportCommand() *cobra.Command {
 	var o rootfs.ImportOptions
 	var replace bool
-	var python string
+	var python, maxSize string
 	c := &cobra.Command{
 		Use:   "import IMAGE DIR",
 		Short: "Unpack an OCI image layout or a `docker save` archive into a root",
@@ -77,11 +77,16 @@ setgid bits are removed, and files belong to the importing user. The root
 is unpacked beside DIR, checked in the sandbox, and only then moved to DIR.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
+			var err error
+			if o.MaxSize, err = parseSize("--max-size", maxSize); err != nil {
+				return err
+			}
 			return runImport(args[0], args[1], o, replace, python)
 		},
 	}
 	fl := c.Flags()
 	fl.StringVar(&o.Ref, "ref", "", "image to take from an archive or layout holding several (tag or ref name)")
+	fl.StringVar(&maxSize, "max-size", "16G", "refuse an image that unpacks to more than this (it is untrusted: a little gzip can fill a disk)")
 	fl.BoolVar(&replace, "replace", false, "replace DIR if it already holds a root (kept beside it as .NAME.microbox-old until the next replace)")
 	fl.StringVar(&python, "python", "/usr/bin/python3", "interpreter path inside the root, for the check")
 	return c
