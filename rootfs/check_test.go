@@ -165,4 +165,15 @@ func TestCheckMountPoint(t *testing.T) {
 	if err := CheckPython(dir, "/usr/bin/python3"); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("a root whose /tmp is a link passed: %v", err)
 	}
+	// A directory on the way that others may write could have a link
+	// swapped in between this check and the mount.
+	os.Chmod(filepath.Join(dir, "real"), 0o777)
+	if err := CheckMountPoint(dir, "/real/work"); err == nil || !strings.Contains(err.Error(), "written by others") {
+		t.Errorf("a group- and world-writable parent passed: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "real"), 0o755)
+	os.Chmod(dir, 0o775)
+	if err := CheckMountPoint(dir, "/proc"); err == nil || !strings.Contains(err.Error(), "written by others") {
+		t.Errorf("a group-writable root passed: %v", err)
+	}
 }

@@ -11,12 +11,14 @@
 package rootfs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 )
@@ -108,9 +110,17 @@ var RequiredDirs = []string{"/proc", "/dev", "/tmp"}
 // jail mounts before it pivots, so a link there would be followed in the
 // staging tree rather than in the root: the run would fail in confusing
 // ways, or mount where nothing should be.
+//
+// Every directory on the way, the root included, must also be writable by
+// no one but root and the caller: the jail mounts by path after this
+// check, and whoever can write such a directory could swap a link in
+// between.
 func CheckMountPoint(dir, p string) error {
 	cur := dir
 	for _, part := range strings.Split(strings.Trim(p, "/"), "/") {
+		if err := onlyOwnerWrites(dir, cur); err != nil {
+			return err
+		}
 		cur = filepath.Join(cur, part)
 		fi, err := os.Lstat(cur)
 		switch {
@@ -123,6 +133,24 @@ func CheckMountPoint(dir, p string) error {
 		case !fi.IsDir():
 			return fmt.Errorf("rootfs %s: %s is not a directory, but the jail mounts on %s", dir, strings.TrimPrefix(cur, dir), p)
 		}
+	}
+	return nil
+}
+
+// onlyOwnerWrites refuses a directory of the root that someone other than
+// root or the caller owns or may write.
+func onlyOwnerWrites(root, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("rootfs %s: %w", root, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	owner := int(st.Uid)
+	if (owner != 0 && owner != os.Geteuid()) || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("rootfs %s: %s (owner uid %d, mode %04o) may be written by others, who could swap a link in before the jail mounts below it; chown it to root and chmod go-w it", root, cmp.Or(strings.TrimPrefix(path, root), "/"), owner, fi.Mode().Perm())
 	}
 	return nil
 }
