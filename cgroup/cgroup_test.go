@@ -148,13 +148,14 @@ func TestV1ComountedHierarchies(t *testing.T) {
 	os.Symlink("cpu,cpuacct", filepath.Join(root, "cpuacct"))
 	parents := map[string]string{"memory": "/own", "cpu": "/own", "cpuacct": "/own"}
 	r := &v1Run{dirs: map[string]string{}}
-	made := map[string]string{}
+	var made []string
 	for _, sub := range []string{"memory", "cpu", "cpuacct"} {
 		dir, err := v1Mkdir(root, sub, parents, "run", made)
 		if err != nil {
 			t.Fatalf("%s: %v", sub, err)
 		}
 		r.dirs[sub] = dir
+		made = append(made, dir)
 	}
 	if r.dirs["cpu"] != r.dirs["cpuacct"] || r.dirs["cpu"] == r.dirs["memory"] {
 		t.Fatalf("dirs %v: want cpu and cpuacct to share one directory", r.dirs)
@@ -164,6 +165,12 @@ func TestV1ComountedHierarchies(t *testing.T) {
 	}
 	if _, err := v1Mkdir(root, "pids", parents, "run", made); err == nil {
 		t.Fatal("a hierarchy missing from /proc/self/cgroup was accepted")
+	}
+	// A directory of that name this run did not make is an error, not
+	// shared.
+	os.MkdirAll(filepath.Join(root, "memory/own/taken"), 0o755)
+	if _, err := v1Mkdir(root, "memory", parents, "taken", made); err == nil {
+		t.Fatal("an existing group of another run was taken over")
 	}
 }
 

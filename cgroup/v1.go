@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,11 +93,12 @@ func newV1(name string, opts Options) (Run, error) {
 		return nil, fmt.Errorf("find own cgroups: %w", err)
 	}
 	r := &v1Run{dirs: map[string]string{}}
-	made := map[string]string{} // resolved hierarchy → the run's directory there
+	var made []string
 	for _, sub := range v1Controllers {
 		dir, err := v1Mkdir(mountRoot, sub, parents, name, made)
 		if err == nil {
 			r.dirs[sub] = dir
+			made = append(made, dir)
 			continue
 		}
 		if v1Needed(sub, lim) {
@@ -116,29 +118,30 @@ func newV1(name string, opts Options) (Run, error) {
 	return r, nil
 }
 
-// v1Mkdir makes the run's directory in hierarchy sub under root. Controllers
-// mounted together (cpu,cpuacct on systemd hosts, where /sys/fs/cgroup/cpu
-// and /sys/fs/cgroup/cpuacct are links to one hierarchy) share the
-// directory: made maps each resolved hierarchy to the directory already
-// made there.
-func v1Mkdir(root, sub string, parents map[string]string, name string, made map[string]string) (string, error) {
+// v1Mkdir makes the run's directory in hierarchy sub under root.
+// Controllers mounted together (cpu,cpuacct on systemd hosts, where
+// /sys/fs/cgroup/cpu and /sys/fs/cgroup/cpuacct are links to one
+// hierarchy) share the directory: the second mkdir finds it already there,
+// as one of made, the directories this run made so far.
+func v1Mkdir(root, sub string, parents map[string]string, name string, made []string) (string, error) {
 	parent, ok := parents[sub]
 	if !ok {
 		return "", fmt.Errorf("no %s line in /proc/self/cgroup", sub)
 	}
-	hier, err := filepath.EvalSymlinks(filepath.Join(root, sub))
-	if err != nil {
-		return "", err
-	}
-	if dir, ok := made[hier]; ok {
-		return dir, nil
-	}
 	dir := filepath.Join(root, sub, parent, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", err
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		// The name is unique to this run: an existing directory can only
+		// be one it made through another link to the same hierarchy.
+		if fi, serr := os.Stat(dir); serr == nil {
+			for _, m := range made {
+				if mi, merr := os.Stat(m); merr == nil && os.SameFile(fi, mi) {
+					return m, nil
+				}
+			}
+		}
 	}
-	made[hier] = dir
-	return dir, nil
+	return dir, err
 }
 
 // v1CheckSwap refuses a memory limit that swap could get around: without

@@ -108,16 +108,22 @@ func openInLayout(dir, rel string) (*os.File, error) {
 }
 
 // readLayoutFile reads a small file of the layout (index.json, a
-// manifest, a config), at most maxJSONBlob bytes.
+// manifest, a config).
 func readLayoutFile(dir, rel string) ([]byte, error) {
 	f, err := openInLayout(dir, rel)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxJSONBlob+1))
+	return readSmall(f, rel)
+}
+
+// readSmall reads all of r, which is called name, refusing more than
+// maxJSONBlob bytes: what the image says is small must be small.
+func readSmall(r io.Reader, name string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxJSONBlob+1))
 	if err == nil && len(data) > maxJSONBlob {
-		err = fmt.Errorf("%s is larger than %d bytes", rel, maxJSONBlob)
+		err = fmt.Errorf("%s is larger than %d bytes", name, maxJSONBlob)
 	}
 	return data, err
 }
@@ -336,19 +342,14 @@ func normalTag(t string) string {
 	return t
 }
 
-// readMember returns a small member of a tar archive, at most maxJSONBlob
-// bytes.
+// readMember returns a small member of a tar archive.
 func readMember(archive, name string) ([]byte, error) {
 	r, err := openMember(archive, name)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	data, err := io.ReadAll(io.LimitReader(r, maxJSONBlob+1))
-	if err == nil && len(data) > maxJSONBlob {
-		err = fmt.Errorf("%s is larger than %d bytes", name, maxJSONBlob)
-	}
-	return data, err
+	return readSmall(r, name)
 }
 
 // openMember opens the member called name of a tar archive. A member that
