@@ -20,9 +20,11 @@ check:
 	$(GO) vet ./...
 
 # unit: the Go tests, integration tests included (they need root or
-# unprivileged user namespaces).
+# unprivileged user namespaces); then exec's suite again, every run going
+# through a `microbox serve`.
 unit:
 	$(GO) test -count=1 ./...
+	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 ./cmd/microbox
 
 # redteam: the adversarial corpus in ../shared/redteam.
 redteam: build

@@ -1,22 +1,30 @@
 // The sandbox's init: the child half of the jail, run before the Go runtime.
 //
-// microbox's parent (Go) re-execs /proc/self/exe into new user, pid, mount,
-// net, ipc, uts and cgroup namespaces with _MICROBOX_INIT set in the
-// environment. This constructor runs before Go's runtime starts (the pattern
-// runc's nsexec uses), so the child never pays for a second Go runtime: it
-// reads a plan from fd 3, executes it, starts the program and reaps.
+// microbox's parent (Go) re-execs /proc/self/exe with _MICROBOX_INIT set in
+// the environment. This constructor runs before Go's runtime starts (the
+// pattern runc's nsexec uses), so the child never pays for a second Go
+// runtime: this outer init reads the jail's part of a plan from fd 3 and
+// clones PID 1 into new user, pid, mount, net, ipc, uts and cgroup
+// namespaces; PID 1 reads the run's part, executes it, starts the program
+// and reaps. The run's part may come much later: `microbox serve` starts
+// jails before their runs are known (nsjail.Start).
 //
 // The plan is data computed by the Go side (plan.go): a list of steps, each a
 // name and byte-string arguments. This file interprets the steps and knows no
 // policy of its own, so what the jail does can be read and tested in Go.
 //
 // Wire format of the plan (all integers little-endian uint32):
-//   step := nargs arg*      arg := len byte[len]
-// The first arg of a step is its name. The stream ends at EOF.
+//   plan := part(jail) part(run)     part := len step[len bytes]
+//   step := nargs arg*               arg := len byte[len]
+// The first arg of a step is its name. The jail part holds the namespaces
+// and id maps (for the outer init) and the steps that PID 1 takes before
+// it is ready, whatever the run; the run part, all the others.
 //
 // Status lines go to the parent on fd 4, one per write(2):
 //   "error <message>"                    setup failed; init exits 125
 //   "phase <name> <monotonic ns>"        only when tracing
+//   "ready"                              PID 1 is in its namespaces, as
+//                                        their root, and reads the run's part
 //   "start <monotonic ns>"               the program's execve succeeded
 //   "exit <wait status> <monotonic ns> <cpu µs> <max rss KiB>"
 //                                        the program (pid 2) ended
@@ -138,30 +146,34 @@ static void phase(const char *name)
 		status("phase %s %llu", name, (unsigned long long)now_ns());
 }
 
-// read_plan reads fd 3 to EOF.
-static char *read_plan(size_t *len)
+// read_exact reads n bytes of fd 3 into buf.
+static void read_exact(char *buf, size_t n)
 {
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	if (!buf)
-		die("read plan: out of memory");
-	for (;;) {
-		if (n == cap) {
-			cap *= 2;
-			buf = realloc(buf, cap);
-			if (!buf)
-				die("read plan: out of memory");
-		}
-		ssize_t r = read(PLAN_FD, buf + n, cap - n);
+	while (n > 0) {
+		ssize_t r = read(PLAN_FD, buf, n);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			die("read plan");
 		if (r == 0)
-			break;
-		n += r;
+			die("plan: truncated");
+		buf += r;
+		n -= r;
 	}
-	close(PLAN_FD);
+}
+
+// read_part reads one part of the plan: its length, then that many bytes
+// (not to EOF, which would cost a second wake-up).
+static char *read_part(size_t *len)
+{
+	uint32_t n;
+	read_exact((char *)&n, sizeof n);
+	if (n > 1u << 31)
+		die("plan: part of %u bytes", n);
+	char *buf = malloc(n ? n : 1);
+	if (!buf)
+		die("read plan: out of memory");
+	read_exact(buf, n);
 	*len = n;
 	return buf;
 }
@@ -336,6 +348,14 @@ static void run_step(struct arg *a, int n, struct program *prog)
 	} else if (!strcmp(op, "phase")) {
 		NEED(1);
 		phase(a[1].p);
+	} else if (!strcmp(op, "stdin")) { // path, opened read-only as fd 0
+		NEED(1);
+		int fd = open(a[1].p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			die("open %s", a[1].p);
+		if (dup2(fd, 0) < 0)
+			die("dup2 %s", a[1].p);
+		close(fd);
 	} else {
 		collect(a, n, prog);
 	}
@@ -626,9 +646,22 @@ static pid_t spawn_program(struct program *prog, int errpipe[2])
 	return clone(program_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 }
 
-// jail_init is PID 1 of the new namespaces: it builds the root, starts the
-// program, reports and reaps. It never returns.
-static void jail_init(struct step *steps, size_t count, const struct jail *j, int sync)
+// read_run_plan reads and parses the plan's second part, the run's.
+static struct step *read_run_plan(size_t *count)
+{
+	size_t len;
+	char *plan = read_part(&len);
+	close(PLAN_FD);
+	struct jail none = { 0 };
+	struct step *steps = parse_plan(plan, plan + len, count, &none);
+	if (none.clone_flags || none.uid_map)
+		die("plan: namespaces in the run's part");
+	return steps;
+}
+
+// jail_init is PID 1 of the new namespaces: it waits for its run, builds
+// the root, starts the program, reports and reaps. It never returns.
+static void jail_init(const struct jail *j, struct step *early, size_t nearly, int sync)
 {
 	static struct program prog;
 	char go;
@@ -646,6 +679,12 @@ static void jail_init(struct step *steps, size_t count, const struct jail *j, in
 	prog.cwd = "/";
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		die("make mounts private");
+	for (size_t i = 0; i < nearly; i++)
+		run_step(early[i].a, early[i].n, &prog);
+	status("ready");
+	size_t count;
+	struct step *steps = read_run_plan(&count);
+	phase("plan-read");
 	for (size_t i = 0; i < count; i++)
 		run_step(steps[i].a, steps[i].n, &prog);
 	if (!prog.path)
@@ -709,13 +748,13 @@ __attribute__((constructor)) static void microbox_init(void)
 	if (!getenv("_MICROBOX_INIT"))
 		return; // an ordinary microbox command: let Go start
 
-	size_t len, count;
-	char *plan = read_plan(&len);
+	size_t len, nearly;
+	char *plan = read_part(&len);
 	struct jail j = { 0 };
-	struct step *steps = parse_plan(plan, plan + len, &count, &j);
+	struct step *early = parse_plan(plan, plan + len, &nearly, &j);
 	if (!j.clone_flags || !j.uid_map)
 		die("plan: no namespaces or id maps");
-	phase("plan-read");
+	phase("jail-plan-read");
 
 	int sync[2];
 	if (pipe2(sync, O_CLOEXEC) < 0)
@@ -729,9 +768,10 @@ __attribute__((constructor)) static void microbox_init(void)
 		    "kernel.apparmor_restrict_unprivileged_userns; or run as root)");
 	if (pid == 0) {
 		close(sync[1]);
-		jail_init(steps, count, &j, sync[0]);
+		jail_init(&j, early, nearly, sync[0]);
 	}
 	close(sync[0]);
+	close(PLAN_FD); // the run's part is PID 1's to read
 	write_pid_file(pid, "uid_map", j.uid_map);
 	write_pid_file(pid, "setgroups", j.setgroups);
 	write_pid_file(pid, "gid_map", j.gid_map);

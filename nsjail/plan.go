@@ -68,10 +68,12 @@ const (
 	bindReadOnlyIfExists = "3"
 )
 
-// buildPlan turns a validated spec into the init's steps.
-func buildPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
+// jailPlan is the plan's first part: the namespaces and id maps of a jail,
+// and what PID 1 does before it is ready for a run, whatever the run: the
+// staging root and the loopback interface.
+func jailPlan(ids idMapping, trace bool) *plan {
 	p := &plan{}
-	if s.Trace {
+	if trace {
 		p.step("trace")
 	}
 	p.step("clone", num(namespaces))
@@ -86,6 +88,25 @@ func buildPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
 	p.step("mkdir", stage+oldRoot, "448") // 0700
 	p.step("pivot", stage, stage+oldRoot)
 	p.step("chdir", "/")
+	p.step("loopback_up")
+	return p
+}
+
+// framed is a part as the wire carries it: its length first, so that the
+// outer init reads no further than its part, and PID 1 knows when it has
+// all of its own without waiting for EOF.
+func (p *plan) framed() []byte {
+	out := binary.LittleEndian.AppendUint32(nil, uint32(p.buf.Len()))
+	return append(out, p.buf.Bytes()...)
+}
+
+// runPlan turns a validated spec into PID 1's steps, the plan's second
+// part.
+func runPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
+	p := &plan{}
+	if s.Trace {
+		p.step("trace")
+	}
 	if err := p.root(s, ids); err != nil {
 		return nil, err
 	}
@@ -102,13 +123,14 @@ func buildPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
 	}
 	p.step("phase", "mounts")
 	p.step("hostname", s.Hostname)
-	p.step("loopback_up")
-	p.step("phase", "network")
 	p.step("chdir", newRoot)
 	p.step("pivot", ".", ".")
 	p.step("umount", ".")
 	p.step("chdir", "/")
 	p.step("phase", "pivot")
+	if s.Stdin == nil {
+		p.step("stdin", "/dev/null") // the jail's, bound from the host
+	}
 	p.program(s, ids, seccompBPF)
 	return p, nil
 }

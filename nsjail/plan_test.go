@@ -51,20 +51,19 @@ func TestPlanOrder(t *testing.T) {
 	s.Workdir = "/work"
 	s.Files = []File{{Path: "/work/sub/data.csv", Data: []byte("a,b"), Mode: 0o644}}
 	s.Seccomp = make([]byte, 16)
-	p, err := buildPlan(s, hostIDs(), s.Seccomp)
+	p, err := runPlan(s, hostIDs(), s.Seccomp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	steps := decode(t, p.buf.Bytes())
 	order := [][]string{
-		{"pivot", stage, stage + oldRoot},            // host reachable under /oldroot
 		{"bind", oldRoot + "/usr", newRoot + "/usr"}, // read-only /usr
 		{"remount_ro", newRoot},                      // root read-only before scratch mounts
 		{"mount", "proc", newRoot + "/proc"},
 		{"mount", "tmpfs", newRoot + "/tmp"},
 		{"mount", "tmpfs", newRoot + "/work"},
 		{"file", newRoot + "/work/sub/data.csv"},
-		{"loopback_up"},
+		{"hostname"},
 		{"pivot", ".", "."},
 		{"umount", "."}, // the host is detached
 		{"seccomp"},
@@ -88,10 +87,48 @@ func TestPlanOrder(t *testing.T) {
 	}
 }
 
+// The jail part is what a jail started ahead of its run (Start) does
+// before the run is known: nothing in it may depend on the spec.
+func TestJailPlan(t *testing.T) {
+	ids := hostIDs()
+	part := jailPlan(ids, false).framed()
+	if n := binary.LittleEndian.Uint32(part); int(n) != len(part)-4 {
+		t.Fatalf("frame says %d bytes, part has %d", n, len(part)-4)
+	}
+	steps := decode(t, part[4:])
+	order := [][]string{
+		{"clone", num(namespaces)},
+		{"idmap"},
+		{"mount", "tmpfs", stage},
+		{"pivot", stage, stage + oldRoot}, // host reachable under /oldroot
+		{"loopback_up"},
+	}
+	last := -1
+	for _, want := range order {
+		i := index(steps, want...)
+		if i < last || i < 0 {
+			t.Fatalf("step %v missing or out of order in %v", want, steps)
+		}
+		last = i
+	}
+	if len(steps) != 8 {
+		t.Fatalf("jail part has %d steps, want clone, idmap, the stage's 5 and loopback_up: %v", len(steps), steps)
+	}
+	run, err := runPlan(testSpec(), ids, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"clone", "idmap", "loopback_up"} {
+		if index(decode(t, run.buf.Bytes()), name) >= 0 {
+			t.Fatalf("the run part repeats %s", name)
+		}
+	}
+}
+
 func TestPlanPreparedRoot(t *testing.T) {
 	s := testSpec()
 	s.RootDir = "/srv/root"
-	p, err := buildPlan(s, hostIDs(), nil)
+	p, err := runPlan(s, hostIDs(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

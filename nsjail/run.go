@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -29,31 +30,78 @@ func Run(ctx context.Context, s *Spec) *Result {
 	if err := s.Validate(); err != nil {
 		return sandboxError(err.Error())
 	}
-	sv := &supervisor{spec: s, began: monotonic()}
-	res, err := sv.run(ctx)
+	sv := &supervisor{began: monotonic(), trace: s.Trace}
+	return sv.finish(ctx, s, sv.start(s.Cgroup))
+}
+
+// Jail is a jail started before its run is known: its init waits in fresh
+// namespaces, and in a cgroup with the limits it was started for, for the
+// plan of exactly one run. `microbox serve` keeps a few ready, so that a
+// run's set-up is only its mounts and the program's start. Nothing of a
+// Jail is ever used for a second run.
+type Jail struct {
+	sv   *supervisor
+	opts *cgroup.Options
+}
+
+// Start starts a jail for runs whose Spec.Cgroup equals opts (nil: runs
+// without a cgroup) and waits until its PID 1 is ready for the run.
+func Start(opts *cgroup.Options) (*Jail, error) {
+	sv := &supervisor{began: monotonic()}
+	err := sv.start(opts)
+	if err == nil {
+		err = sv.awaitReady()
+	}
 	if err != nil {
-		res = sandboxError(err.Error())
+		sv.discard()
+		return nil, err
 	}
-	if sv.cg != nil {
-		res.Cgroup = string(sv.cg.Mode())
-		if err := sv.cg.Remove(); err != nil && res.Status != StatusSandboxError {
-			// The verdict stands, but a leak must not pass in silence.
-			msg := "cleanup: " + err.Error()
-			res.Error = &msg
-		}
-		sv.mark("cgroup-removed")
+	return &Jail{sv: sv, opts: opts}, nil
+}
+
+// Fits reports whether s may run in the jail: it asks for the same cgroup.
+func (j *Jail) Fits(s *Spec) bool {
+	a, b := j.opts, s.Cgroup
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// Run runs s in the jail, which it uses up. Like the package's Run, it
+// never returns nil and leaves nothing behind.
+func (j *Jail) Run(ctx context.Context, s *Spec) *Result {
+	sv := j.sv
+	j.sv = nil
+	switch {
+	case sv == nil:
+		return sandboxError("nsjail: this jail has already run")
+	case !j.Fits(s):
+		sv.discard()
+		return sandboxError("nsjail: the jail was started for other cgroup limits")
 	}
-	res.Trace = sv.phases
-	res.Seccomp = s.SeccompMode
-	return res
+	if err := s.Validate(); err != nil {
+		sv.discard()
+		return sandboxError(err.Error())
+	}
+	sv.began, sv.trace = monotonic(), s.Trace
+	return sv.finish(ctx, s, nil)
+}
+
+// Close ends a jail that will run nothing, and removes its cgroup.
+func (j *Jail) Close() {
+	if j.sv != nil {
+		j.sv.discard()
+		j.sv = nil
+	}
 }
 
 // supervisor is the parent side of one run.
 type supervisor struct {
-	spec  *Spec
-	cg    cgroup.Run
-	cmd   *exec.Cmd
-	began int64 // monotonic ns when Run was called
+	spec   *Spec
+	trace  bool
+	cg     cgroup.Run
+	cmd    *exec.Cmd
+	pipes  *pipes
+	events <-chan event
+	began  int64 // monotonic ns when the run was asked for
 
 	// What the init reported.
 	setupErr  string
@@ -75,67 +123,44 @@ type event struct {
 	args []string
 }
 
-func (sv *supervisor) run(ctx context.Context) (*Result, error) {
-	s := sv.spec
-	ids := hostIDs()
-	if s.Cgroup != nil {
-		cg, err := cgroup.New(*s.Cgroup)
+// start creates the run's cgroup, starts the outer init in it and sends
+// the plan's first part: the init creates the namespaces only once it has
+// it, so the whole jail is born inside the cgroup.
+func (sv *supervisor) start(opts *cgroup.Options) error {
+	if opts != nil {
+		cg, err := cgroup.New(*opts)
 		if err != nil {
-			return nil, fmt.Errorf("cgroup: %w", err)
+			return fmt.Errorf("cgroup: %w", err)
 		}
 		sv.cg = cg
 		sv.mark("cgroup-created")
 	}
-	p, err := buildPlan(s, ids, s.Seccomp)
+	p, err := newPipes()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	sv.mark("plan-built")
-	stdout := newCapture(s.OutputLimit, s.Stdout, s.Capture)
-	stderr := newCapture(s.OutputLimit, s.Stderr, s.Capture)
-	pipes, err := newPipes()
-	if err != nil {
-		return nil, err
-	}
-	defer pipes.closeAll()
+	sv.pipes = p
 	sv.mark("pipes")
-	if err := sv.start(pipes); err != nil {
-		return nil, err
+	if err := sv.startInit(); err != nil {
+		return err
 	}
-	pipes.closeChildEnds()
+	p.closeChildEnds()
 	sv.mark("cloned")
-	go stdout.drain(pipes.outR)
-	go stderr.drain(pipes.errR)
-	events := readEvents(pipes.statusR)
-
-	// The init waits for its plan, so the program cannot start before it
-	// is in its cgroup.
-	var setupErr error
+	sv.events = readEvents(p.statusR)
 	if sv.cg != nil {
-		setupErr = sv.cg.Enter(sv.cmd.Process.Pid)
-	}
-	if setupErr == nil {
+		if err := sv.cg.Enter(sv.cmd.Process.Pid); err != nil {
+			return fmt.Errorf("start jail: %w", err)
+		}
 		sv.mark("cgroup-entered")
-		setupErr = writeAll(pipes.planW, p.buf.Bytes())
 	}
-	pipes.planW.Close()
-	if setupErr != nil {
-		sv.kill("")
-		sv.drainEvents(events)
-		sv.cmd.Wait()
-		return nil, fmt.Errorf("start jail: %w", setupErr)
-	}
-	sv.supervise(ctx, events, stdout, stderr)
-	waitErr := sv.cmd.Wait()
-	<-stdout.done
-	<-stderr.done
-	return sv.judge(waitErr, stdout, stderr), nil
+	return writeAll(p.planW, jailPlan(hostIDs(), sv.trace).framed())
 }
 
-// start re-execs this binary as the jail's outer init (init.c), which
+// startInit re-execs this binary as the jail's outer init (init.c), which
 // creates the namespaces itself: with no namespace flags here, Go can start
 // it with a cheap vfork.
-func (sv *supervisor) start(p *pipes) error {
+func (sv *supervisor) startInit() error {
+	p := sv.pipes
 	attr := &syscall.SysProcAttr{
 		// If microbox dies, so does the outer init, and with it the jail.
 		Pdeathsig: syscall.SIGKILL,
@@ -148,24 +173,134 @@ func (sv *supervisor) start(p *pipes) error {
 		Path:        "/proc/self/exe",
 		Args:        []string{"microbox-init"},
 		Env:         []string{initEnv + "=1"},
-		Stdin:       sv.spec.Stdin,
+		Stdin:       p.inR,
 		Stdout:      p.outW,
 		Stderr:      p.errW,
 		ExtraFiles:  []*os.File{p.planR, p.statusW}, // fds 3 and 4
 		SysProcAttr: attr,
-		// A stdin copied from a terminal must not hold Wait forever.
-		WaitDelay: 100 * time.Millisecond,
 	}
 	if err := sv.cmd.Start(); err != nil {
+		sv.cmd = nil
 		return fmt.Errorf("start jail: %w", err)
 	}
 	return nil
 }
 
+// awaitReady waits until PID 1 reports that it waits for its run.
+func (sv *supervisor) awaitReady() error {
+	timeout := time.NewTimer(SetupTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case ev, ok := <-sv.events:
+			if !ok {
+				return fmt.Errorf("start jail: the init ended before it was ready: %s", sv.setupErr)
+			}
+			sv.record(ev)
+			switch ev.kind {
+			case "ready":
+				return nil
+			case "error":
+				return fmt.Errorf("start jail: %s", sv.setupErr)
+			}
+		case <-timeout.C:
+			return fmt.Errorf("start jail: not ready within %s", SetupTimeout)
+		}
+	}
+}
+
+// finish runs s in the started jail, unless starting it failed with
+// startErr, and removes everything the run made.
+func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) *Result {
+	sv.spec = s
+	var res *Result
+	err := startErr
+	if err == nil {
+		res, err = sv.run(ctx)
+	}
+	if err != nil {
+		sv.abort()
+		res = sandboxError(err.Error())
+	}
+	sv.pipes.closeAll()
+	if sv.cg != nil {
+		res.Cgroup = string(sv.cg.Mode())
+		if err := sv.cg.Remove(); err != nil && res.Status != StatusSandboxError {
+			// The verdict stands, but a leak must not pass in silence.
+			msg := "cleanup: " + err.Error()
+			res.Error = &msg
+		}
+		sv.mark("cgroup-removed")
+	}
+	res.Trace = sv.phases
+	res.Seccomp = s.SeccompMode
+	return res
+}
+
+// run sends the plan's second part and follows the run to its verdict.
+func (sv *supervisor) run(ctx context.Context) (*Result, error) {
+	s := sv.spec
+	p, err := runPlan(s, hostIDs(), s.Seccomp)
+	if err != nil {
+		return nil, err
+	}
+	sv.mark("plan-built")
+	stdout := newCapture(s.OutputLimit, s.Stdout, s.Capture)
+	stderr := newCapture(s.OutputLimit, s.Stderr, s.Capture)
+	go stdout.drain(sv.pipes.outR)
+	go stderr.drain(sv.pipes.errR)
+	if err := writeAll(sv.pipes.planW, p.framed()); err != nil {
+		return nil, fmt.Errorf("start jail: %w", err)
+	}
+	sv.pipes.planW.Close()
+	sv.feedStdin(s.Stdin)
+	sv.supervise(ctx, stdout, stderr)
+	waitErr := sv.cmd.Wait()
+	<-stdout.done
+	<-stderr.done
+	return sv.judge(waitErr, stdout, stderr), nil
+}
+
+// feedStdin copies the program's stdin into the jail. Without one the
+// plan gave the program /dev/null and the pipe is closed at once.
+func (sv *supervisor) feedStdin(in io.Reader) {
+	w := sv.pipes.inW
+	if in == nil {
+		w.Close()
+		return
+	}
+	go func() {
+		io.Copy(w, in) // ends early, with EPIPE, if the program stops reading
+		w.Close()
+	}()
+}
+
+// abort kills a jail whose set-up failed and waits for it.
+func (sv *supervisor) abort() {
+	if sv.cmd == nil {
+		return
+	}
+	sv.kill("")
+	if sv.events != nil {
+		sv.drainEvents(sv.events)
+	}
+	sv.cmd.Wait()
+}
+
+// discard ends a jail that runs nothing and removes its cgroup.
+func (sv *supervisor) discard() {
+	sv.abort()
+	sv.pipes.closeAll()
+	if sv.cg != nil {
+		sv.cg.Remove()
+	}
+}
+
 // supervise follows the run until the init has ended, enforcing the set-up
 // deadline, the wall and CPU limits and the output caps.
-func (sv *supervisor) supervise(ctx context.Context, events <-chan event, stdout, stderr *capture) {
+func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) {
 	s := sv.spec
+	events := sv.events
 	deadline := time.NewTimer(SetupTimeout)
 	defer deadline.Stop()
 	var cpuCheck <-chan time.Time
@@ -246,7 +381,7 @@ func (sv *supervisor) kill(limit string) {
 
 // mark records a set-up phase of the supervisor's own (with --trace).
 func (sv *supervisor) mark(name string) {
-	if sv.spec.Trace {
+	if sv.trace {
 		sv.phases = append(sv.phases, Phase{Name: name, AtMs: ms(monotonic() - sv.began)})
 	}
 }
@@ -352,6 +487,7 @@ func (sv *supervisor) account(r *Result) {
 type pipes struct {
 	planR, planW     *os.File // the plan, to the init's fd 3
 	statusR, statusW *os.File // status lines, from the init's fd 4
+	inR, inW         *os.File
 	outR, outW       *os.File
 	errR, errW       *os.File
 }
@@ -363,6 +499,10 @@ func newPipes() (*pipes, error) {
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
 	if p.statusR, p.statusW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	if p.inR, p.inW, err = os.Pipe(); err != nil {
 		p.closeAll()
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
@@ -380,13 +520,16 @@ func newPipes() (*pipes, error) {
 // closeChildEnds closes the parent's copies of the init's ends, so that
 // EOF on each pipe means the jail has let go of it.
 func (p *pipes) closeChildEnds() {
-	for _, f := range []*os.File{p.planR, p.statusW, p.outW, p.errW} {
+	for _, f := range []*os.File{p.planR, p.statusW, p.inR, p.outW, p.errW} {
 		f.Close()
 	}
 }
 
 func (p *pipes) closeAll() {
-	for _, f := range []*os.File{p.planR, p.planW, p.statusR, p.statusW, p.outR, p.outW, p.errR, p.errW} {
+	if p == nil {
+		return
+	}
+	for _, f := range []*os.File{p.planR, p.planW, p.statusR, p.statusW, p.inR, p.inW, p.outR, p.outW, p.errR, p.errW} {
 		if f != nil {
 			f.Close()
 		}

@@ -50,8 +50,8 @@ type Spec struct {
 	TmpfsSize int64
 	Hostname  string
 
-	// Stdin feeds the program; an *os.File is passed as is, another reader
-	// is copied through a pipe, nil means /dev/null.
+	// Stdin feeds the program, copied through a pipe (the jail may have
+	// been started before the run: see Start); nil means /dev/null.
 	Stdin io.Reader
 	// Stdout and Stderr, when set, receive the program's output as it
 	// comes (still capped); the Result holds a copy only if Capture is set.

@@ -53,15 +53,16 @@ type auditLog struct {
 	code    bool
 	output  bool
 	program string // the host file, or "-c"
+	pid     int    // the microbox process the caller started
 }
 
 // open opens the log named by the flag or the environment, or returns nil
 // when there is none. It is opened before the run: a log that cannot be
 // written refuses the run rather than letting it go unrecorded.
-func (a *auditFlags) open(program string) (*auditLog, error) {
+func (a *auditFlags) open(inv *invocation, program string) (*auditLog, error) {
 	name := a.path
 	if name == "" {
-		name = os.Getenv(auditEnv)
+		name = inv.getenv(auditEnv)
 	}
 	if name == "" {
 		if len(a.include) > 0 {
@@ -69,7 +70,7 @@ func (a *auditFlags) open(program string) (*auditLog, error) {
 		}
 		return nil, nil
 	}
-	l := &auditLog{program: program}
+	l := &auditLog{program: program, pid: inv.pid()}
 	for _, what := range a.include {
 		switch strings.TrimSpace(what) {
 		case auditCode:
@@ -80,7 +81,7 @@ func (a *auditFlags) open(program string) (*auditLog, error) {
 			return nil, usagef("--audit-include %q: want code, output or both", what)
 		}
 	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(inv.path(name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, usagef("audit log %s: %v; give a writable file with --audit-log or $%s", name, auditCause(err), auditEnv)
 	}
@@ -160,7 +161,7 @@ func (l *auditLog) record(s *nsjail.Spec, res *nsjail.Result, policy auditPolicy
 		Time:       time.Now().UTC().Format(time.RFC3339Nano),
 		UID:        os.Getuid(),
 		GID:        os.Getgid(),
-		PID:        os.Getpid(),
+		PID:        l.pid,
 		Command:    "exec",
 		Program:    l.program,
 		CodeSHA256: hex.EncodeToString(sum[:]),

@@ -137,7 +137,7 @@ func TestAuditConcurrentWriters(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range lines {
-				l, err := (&auditFlags{path: path}).open("-c")
+				l, err := (&auditFlags{path: path}).open(processInvocation(), "-c")
 				if err != nil {
 					t.Error(err)
 					return

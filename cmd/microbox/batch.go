@@ -441,7 +441,7 @@ func taskProgram(s *nsjail.Spec, python string, t *task) error {
 		setCode(s, python, *t.Code, t.Args)
 		return nil
 	case t.File != nil:
-		return setFile(s, python, *t.File, t.Args)
+		return setFile(processInvocation(), s, python, *t.File, t.Args)
 	}
 	return errors.New(`no program: give "code" or "file"`)
 }

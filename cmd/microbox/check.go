@@ -338,7 +338,7 @@ func (f *riskCheckFlags) source(c *cobra.Command, args []string) ([]byte, error)
 	if len(args) == 0 {
 		return nil, usagef("nothing to check: give a Python file or -c CODE (see microbox check --help)")
 	}
-	return readHostFile(args[0])
+	return readHostFile(processInvocation(), args[0])
 }
 
 // spec is the sandbox the analysis runs in: exec's defaults, a tighter
@@ -347,7 +347,7 @@ func (f *riskCheckFlags) spec() (*nsjail.Spec, error) {
 	s := &nsjail.Spec{Argv: []string{f.python}, Hostname: "microbox", TmpfsSize: 16 << 20,
 		SeccompMode: string(seccomp.ModeDefault)}
 	// The root exec would choose, so that the same parser judges the code.
-	dir, err := resolveRootfs(f.rootfs, f.python)
+	dir, err := resolveRootfs(processInvocation(), f.rootfs, f.python)
 	if err != nil {
 		return nil, err
 	}

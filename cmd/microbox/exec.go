@@ -1,18 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	units "github.com/docker/go-units"
@@ -49,10 +46,20 @@ type execFlags struct {
 	// layers are exec's policy layers (layers.go); batch and eval, which
 	// embed execFlags, do not register them.
 	layers layerFlags
+	// inv is whom exec runs for; nil means microbox's own process.
+	inv *invocation
 }
 
-func execCommand() *cobra.Command {
-	f := &execFlags{}
+// caller is the invocation the flags were given in.
+func (f *execFlags) caller() *invocation {
+	if f.inv == nil {
+		f.inv = processInvocation()
+	}
+	return f.inv
+}
+
+func execCommand(inv *invocation) *cobra.Command {
+	f := &execFlags{inv: inv}
 	c := &cobra.Command{
 		Use:   "exec [flags] (FILE.py | -c CODE) [ARG...]",
 		Short: "Run one Python program in a fresh sandbox",
@@ -100,28 +107,29 @@ func (f *execFlags) sandboxFlags(c *cobra.Command) {
 	fl.BoolVar(&f.trace, "trace", false, "report the set-up phases with timestamps (in the JSON result, or on stderr)")
 }
 
+// runExec runs the program and sets the invocation's exit status to the
+// verdict's.
 func runExec(f *execFlags, c *cobra.Command, args []string) error {
+	inv := f.caller()
 	spec, err := f.spec(c, args)
 	if err != nil {
 		return err
 	}
-	layers, err := f.layers.prepare(c, spec, args)
+	layers, err := f.layers.prepare(c, spec, args, inv)
 	if err != nil {
 		return err
 	}
-	// Ctrl-C or SIGTERM end the run cleanly: the jail is killed and its
-	// cgroup removed before microbox exits.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := inv.context()
 	defer stop()
 	gcDone := gcInBackground(spec)
 	res := layers.run(ctx, spec)
 	<-gcDone
 	if f.json {
-		printJSON(res)
+		writeJSON(inv.stdout, res)
 	} else {
-		report(res, f.trace)
+		report(inv.stderr, res, f.trace)
 	}
-	os.Exit(res.ShellStatus())
+	inv.status = res.ShellStatus()
 	return nil
 }
 
@@ -142,10 +150,10 @@ func gcInBackground(spec *nsjail.Spec) <-chan struct{} {
 
 // report tells, on stderr, why a run ended when its status is not the
 // program's own (without --json).
-func report(r *nsjail.Result, trace bool) {
+func report(w io.Writer, r *nsjail.Result, trace bool) {
 	if trace {
 		for _, p := range r.Trace {
-			fmt.Fprintf(os.Stderr, "microbox: trace %8.3f ms %s\n", p.AtMs, p.Name)
+			fmt.Fprintf(w, "microbox: trace %8.3f ms %s\n", p.AtMs, p.Name)
 		}
 	}
 	var why string
@@ -164,7 +172,7 @@ func report(r *nsjail.Result, trace bool) {
 		why = "rejected: " + *r.Error
 	}
 	if why != "" {
-		fmt.Fprintln(os.Stderr, "microbox: "+why)
+		fmt.Fprintln(w, "microbox: "+why)
 	}
 }
 
@@ -180,10 +188,11 @@ func (f *execFlags) spec(c *cobra.Command, args []string) (*nsjail.Spec, error) 
 	if err := f.finish(s); err != nil {
 		return nil, err
 	}
+	inv := f.caller()
 	if !f.json {
-		s.Stdout, s.Stderr = os.Stdout, os.Stderr
+		s.Stdout, s.Stderr = inv.stdout, inv.stderr
 	}
-	s.Stdin = stdin()
+	s.Stdin = stdin(inv)
 	return s, nil
 }
 
@@ -214,7 +223,7 @@ func (f *execFlags) base(c *cobra.Command) (*nsjail.Spec, error) {
 	if err := f.limits(c, s); err != nil {
 		return nil, err
 	}
-	if s.RootDir, err = resolveRootfs(f.rootfs, f.python); err != nil {
+	if s.RootDir, err = resolveRootfs(f.caller(), f.rootfs, f.python); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -266,7 +275,7 @@ func (f *execFlags) program(c *cobra.Command, args []string, s *nsjail.Spec) err
 		if len(args) == 0 {
 			return usagef("no program: give a Python file or -c CODE (see microbox exec --help)")
 		}
-		if err := setFile(s, f.python, args[0], args[1:]); err != nil {
+		if err := setFile(f.caller(), s, f.python, args[0], args[1:]); err != nil {
 			return err
 		}
 	}
@@ -280,8 +289,8 @@ func setCode(s *nsjail.Spec, python, code string, args []string) {
 
 // setFile makes the spec run the host file name, copied into the working
 // directory.
-func setFile(s *nsjail.Spec, python, name string, args []string) error {
-	data, err := readHostFile(name)
+func setFile(inv *invocation, s *nsjail.Spec, python, name string, args []string) error {
+	data, err := readHostFile(inv, name)
 	if err != nil {
 		return err
 	}
@@ -298,7 +307,7 @@ func (f *execFlags) copyFiles(s *nsjail.Spec) error {
 		if !ok {
 			dst = path.Join(s.Workdir, sandboxName(host))
 		}
-		data, err := readHostFile(host)
+		data, err := readHostFile(f.caller(), host)
 		if err != nil {
 			return err
 		}
@@ -318,8 +327,8 @@ func sandboxName(host string) string {
 
 // readHostFile reads a file the caller names, with an error that says what
 // to do about it.
-func readHostFile(name string) ([]byte, error) {
-	data, err := os.ReadFile(name)
+func readHostFile(inv *invocation, name string) ([]byte, error) {
+	data, err := os.ReadFile(inv.path(name))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, usagef("%s: no such file; give the path of an existing file", name)
@@ -382,7 +391,7 @@ func (f *execFlags) seccomp(s *nsjail.Spec) error {
 	}
 	s.SeccompMode = string(m)
 	// The default filter is precompiled; log and profile modes compile here.
-	prog, err := seccomp.Program(m, f.seccompFile)
+	prog, err := seccomp.Program(m, f.caller().path(f.seccompFile))
 	var profileErr *seccomp.ProfileError
 	switch {
 	case errors.As(err, &profileErr):
@@ -398,12 +407,15 @@ func (f *execFlags) seccomp(s *nsjail.Spec) error {
 // own, never the host's descriptor itself: through /proc/self/fd/0 a
 // program could reopen a file for writing, a socket in the host's network
 // namespace, or a terminal (TIOCSTI). A closed fd 0 gives /dev/null.
-func stdin() io.Reader {
-	fi, err := os.Stdin.Stat()
+func stdin(inv *invocation) io.Reader {
+	fi, err := inv.stdin.Stat()
 	if err != nil || isDevNull(fi) {
 		return nil // os/exec opens /dev/null itself: no pipe, no copying
 	}
-	return struct{ io.Reader }{os.Stdin} // not an *os.File: os/exec copies it
+	if inv.stdinReader != nil {
+		return inv.stdinReader
+	}
+	return struct{ io.Reader }{inv.stdin} // not an *os.File: os/exec copies it
 }
 
 // isDevNull reports whether fi is the null device, the usual stdin of

@@ -22,6 +22,12 @@ import (
 
 var microbox string // path of the binary under test
 
+// serveTestEnv, set to 1, runs every test's `microbox exec` through a
+// `microbox serve` (serve.go) started for the suite: `make unit` runs the
+// suite both ways, so the server must give every verdict the in-process
+// exec gives.
+const serveTestEnv = "MICROBOX_TEST_SERVE"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "microbox-test-")
 	if err != nil {
@@ -35,7 +41,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build microbox:", err)
 		os.Exit(1)
 	}
+	// Unless the suite is to go through a server, no test may use one
+	// the host happens to run.
+	os.Setenv(socketEnv, "")
+	stop := func() {}
+	if os.Getenv(serveTestEnv) == "1" {
+		socket := filepath.Join(dir, "serve", "exec.sock")
+		if stop, err = startTestServer(socket); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Setenv(socketEnv, socket)
+	}
 	code := m.Run()
+	stop()
 	os.RemoveAll(dir)
 	if leaks := runCgroups(); len(leaks) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: the test suite left cgroups behind: %v\n", leaks)
@@ -388,12 +407,14 @@ func TestExitStatusWithoutJSON(t *testing.T) {
 }
 
 // Killing microbox itself with SIGKILL takes the whole jail with it.
+// (In-process: TestServeRunDiesWithItsClient is this test for a server.)
 func TestSupervisorDeathKillsTheJail(t *testing.T) {
 	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "-c", `
 import os, time
 os.fork()
 print('ready', flush=True)
 time.sleep(60)`)
+	cmd.Env = append(os.Environ(), socketEnv+"=")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

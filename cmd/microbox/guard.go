@@ -150,8 +150,9 @@ func (cfg *guardConfig) sitecustomize() []byte {
 // apply places the hook in the spec's root and makes Python find it: its
 // directory goes first on PYTHONPATH, before any the caller set. Nothing
 // happens without a policy. The guard's bytecode comes from the cache
-// (guardcache.go) when the sandbox's Python has compiled it before.
-func (g *guardFlags) apply(ctx context.Context, s *nsjail.Spec) error {
+// (guardcache.go) when the sandbox's Python has compiled it before; the
+// cache is under cacheDir, the caller's user cache directory ("" for none).
+func (g *guardFlags) apply(ctx context.Context, s *nsjail.Spec, cacheDir string) error {
 	if !g.on() {
 		return nil
 	}
@@ -163,7 +164,7 @@ func (g *guardFlags) apply(ctx context.Context, s *nsjail.Spec) error {
 	s.RootFiles = append(s.RootFiles,
 		nsjail.File{Path: dir + "/sitecustomize.py", Data: cfg.sitecustomize(), Mode: 0o444},
 		nsjail.File{Path: dir + "/" + guardModuleName + ".py", Data: []byte(guardModule), Mode: 0o444})
-	if tag, pyc := guardBytecode(ctx, s); pyc != nil {
+	if tag, pyc := guardBytecode(ctx, s, cacheDir); pyc != nil {
 		s.RootFiles = append(s.RootFiles, nsjail.File{
 			Path: dir + "/__pycache__/" + guardModuleName + "." + tag + ".pyc", Data: pyc, Mode: 0o444})
 	}
@@ -197,8 +198,8 @@ print((MAGIC_NUMBER + (1).to_bytes(4, "little") + source_hash(src) + marshal.dum
 // when there is nowhere safe to cache (then compiling in the sandbox each
 // time would cost more than it saves) or compilation fails: the run then
 // compiles the source.
-func guardBytecode(ctx context.Context, s *nsjail.Spec) (string, []byte) {
-	path, ok := guardCachePath(s)
+func guardBytecode(ctx context.Context, s *nsjail.Spec, cacheDir string) (string, []byte) {
+	path, ok := guardCachePath(s, cacheDir)
 	if !ok {
 		return "", nil
 	}
@@ -220,12 +221,12 @@ func guardBytecode(ctx context.Context, s *nsjail.Spec) (string, []byte) {
 // the key covers the guard's source and the interpreter binary itself
 // (root, path, device, inode, size, mtime), so an upgraded Python or guard
 // gets a fresh compilation.
-func guardCachePath(s *nsjail.Spec) (string, bool) {
-	dir, err := os.UserCacheDir()
-	if err != nil || len(s.Argv) == 0 {
+func guardCachePath(s *nsjail.Spec, dir string) (string, bool) {
+	if dir == "" || len(s.Argv) == 0 {
 		return "", false
 	}
 	var bin string
+	var err error
 	if s.RootDir == "" {
 		bin, err = filepath.EvalSymlinks(s.Argv[0])
 	} else {

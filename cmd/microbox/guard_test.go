@@ -63,7 +63,7 @@ func TestGuardConfigIsPythonLiteral(t *testing.T) {
 // Without a policy the spec is untouched: no file, no mount, no variable.
 func TestGuardOffCostsNothing(t *testing.T) {
 	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3"}, Env: []string{"PATH=/usr/bin"}, Workdir: "/tmp"}
-	if err := (&guardFlags{}).apply(t.Context(), s); err != nil {
+	if err := (&guardFlags{}).apply(t.Context(), s, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	if len(s.RootFiles) != 0 || len(s.Env) != 1 {
@@ -77,9 +77,8 @@ func TestGuardPythonPath(t *testing.T) {
 	// cache, so no compiling run, and nothing written outside the test.
 	notDir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notDir, nil, 0o600)
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(notDir, "cache"))
 	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3"}, Env: []string{"PYTHONPATH=/work/lib"}, Workdir: "/tmp"}
-	if err := (&guardFlags{deny: []string{"os"}}).apply(t.Context(), s); err != nil {
+	if err := (&guardFlags{deny: []string{"os"}}).apply(t.Context(), s, filepath.Join(notDir, "cache")); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(s.Env, "PYTHONPATH="+nsjail.RootFilesDir+":/work/lib") {

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -43,17 +42,18 @@ type layers struct {
 	redactor   *redactor
 	outW, errW *redactWriter
 	audit      *auditLog
+	inv        *invocation
 }
 
 // prepare checks the layers' flags and applies them to the spec: the
 // module policy's file and PYTHONPATH, redacting writers around streamed
 // output, the audit log opened. args are exec's arguments (the program's
 // file first, unless -c).
-func (l *layerFlags) prepare(c *cobra.Command, s *nsjail.Spec, args []string) (*layers, error) {
-	ly := &layers{policy: auditPolicy{
+func (l *layerFlags) prepare(c *cobra.Command, s *nsjail.Spec, args []string, inv *invocation) (*layers, error) {
+	ly := &layers{inv: inv, policy: auditPolicy{
 		DenyModules: l.guard.deny, AllowModules: l.guard.allow, Guard: l.guard.guard,
 	}}
-	if err := l.guard.apply(context.Background(), s); err != nil {
+	if err := l.guard.apply(context.Background(), s, inv.cacheDir()); err != nil {
 		return nil, err
 	}
 	if c.Flags().Changed("max-risk") {
@@ -85,9 +85,9 @@ func (l *layerFlags) prepare(c *cobra.Command, s *nsjail.Spec, args []string) (*
 	}
 	program := "-c"
 	if !c.Flags().Changed("code") && len(args) > 0 {
-		program, _ = filepath.Abs(args[0])
+		program, _ = filepath.Abs(inv.path(args[0]))
 	}
-	audit, err := l.audit.open(program)
+	audit, err := l.audit.open(inv, program)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (l *layerFlags) prepare(c *cobra.Command, s *nsjail.Spec, args []string) (*
 func (ly *layers) run(ctx context.Context, s *nsjail.Spec) *nsjail.Result {
 	res, risk := ly.checkRisk(ctx, s)
 	if res == nil {
-		res = nsjail.Run(ctx, s)
+		res = ly.inv.runSpec(ctx, s)
 		res.Risk = risk
 	}
 	ly.redactOutput(res)
@@ -170,7 +170,7 @@ func (ly *layers) writeAudit(s *nsjail.Spec, res *nsjail.Result) {
 		return
 	}
 	if err := ly.audit.write(ly.audit.record(s, res, ly.policy)); err != nil {
-		fmt.Fprintf(os.Stderr, "microbox: %v\n", err)
+		fmt.Fprintf(ly.inv.stderr, "microbox: %v\n", err)
 		if res.Error == nil {
 			msg := err.Error()
 			res.Error = &msg

@@ -6,10 +6,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -27,56 +31,145 @@ func usagef(format string, args ...any) error {
 }
 
 func main() {
+	inv := processInvocation()
+	os.Exit(inv.run(os.Args[1:], subcommands(inv, os.Args[1:])))
+}
+
+// invocation is one command's world: where it reads and writes, which
+// directory relative names start from and which environment it sees. It is
+// microbox's own process, or, under `microbox serve`, a client's (serve.go).
+type invocation struct {
+	stdin, stdout, stderr *os.File
+	stdinReader           io.Reader // reads stdin for the program; nil: stdin itself
+	dir                   string    // relative names start here; "" for the process's own
+	clientPID             int       // the client's pid; 0 for the process's own
+	getenv                func(string) string
+	ctx                   context.Context // nil: the process's signals end the run
+	jails                 *warmPool       // the server's ready jails; nil: every run starts cold
+	status                int             // exit status set by the command
+}
+
+func processInvocation() *invocation {
+	return &invocation{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+}
+
+// run executes the command args name among cmds and returns the exit
+// status.
+func (inv *invocation) run(args []string, cmds []*cobra.Command) int {
 	root := &cobra.Command{
 		Use:           "microbox",
 		Short:         "Run untrusted Python in a Linux-namespace sandbox",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(subcommands(os.Args[1:])...)
+	root.AddCommand(cmds...)
+	root.SetArgs(args)
+	root.SetIn(inv.stdin)
+	root.SetOut(inv.stdout)
+	root.SetErr(inv.stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see %s --help)", err, c.CommandPath())
 	})
 	if err := root.Execute(); err != nil {
-		fail(err)
+		return inv.fail(args, err)
 	}
+	return inv.status
 }
 
-// commands are microbox's subcommands, by name.
+// context is what ends a run early: for microbox's own process, Ctrl-C,
+// SIGTERM or SIGHUP, after which the jail is killed and its cgroup removed
+// before microbox exits.
+func (inv *invocation) context() (context.Context, context.CancelFunc) {
+	if inv.ctx != nil {
+		return inv.ctx, func() {}
+	}
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+}
+
+// runSpec runs one sandboxed program for the invocation.
+func (inv *invocation) runSpec(ctx context.Context, s *nsjail.Spec) *nsjail.Result {
+	if inv.jails != nil {
+		return inv.jails.run(ctx, s)
+	}
+	return nsjail.Run(ctx, s)
+}
+
+// cacheDir is the caller's user cache directory, found as
+// os.UserCacheDir finds it, in the caller's environment; "" if it has none.
+func (inv *invocation) cacheDir() string {
+	if dir := inv.getenv("XDG_CACHE_HOME"); dir != "" {
+		if !strings.HasPrefix(dir, "/") {
+			return ""
+		}
+		return dir
+	}
+	if home := inv.getenv("HOME"); strings.HasPrefix(home, "/") {
+		return home + "/.cache"
+	}
+	return ""
+}
+
+// pid is the microbox process the caller started.
+func (inv *invocation) pid() int {
+	if inv.clientPID != 0 {
+		return inv.clientPID
+	}
+	return os.Getpid()
+}
+
+// path is name as the invocation's caller means it: relative names start
+// in the caller's directory. It is not cleaned, so that ".." after a
+// symbolic link resolves as the caller's own open would.
+func (inv *invocation) path(name string) string {
+	if inv.dir == "" || name == "" || strings.HasPrefix(name, "/") {
+		return name
+	}
+	return inv.dir + "/" + name
+}
+
+// commands are microbox's subcommands, by name. Only exec, which `microbox
+// serve` also runs for its clients, takes the invocation; the others are
+// always microbox's own process.
 var commands = []struct {
 	name  string
-	build func() *cobra.Command
+	build func(*invocation) *cobra.Command
 }{
-	{"exec", execCommand}, {"gc", gcCommand}, {"batch", batchCommand}, {"eval", evalCommand},
-	{"rootfs", rootfsCommand}, {"doctor", doctorCommand}, {"check", checkCommand},
+	{"exec", execCommand}, {"serve", serveCommand}, {"gc", own(gcCommand)}, {"batch", own(batchCommand)},
+	{"eval", own(evalCommand)}, {"rootfs", own(rootfsCommand)}, {"doctor", own(doctorCommand)},
+	{"check", own(checkCommand)},
+}
+
+func own(build func() *cobra.Command) func(*invocation) *cobra.Command {
+	return func(*invocation) *cobra.Command { return build() }
 }
 
 // subcommands builds the command that args name, or all of them when args
 // name none (help, completion, a typo to suggest a fix for). Building every
 // command's flags takes about a millisecond, which a `microbox exec` would
 // otherwise pay on every run.
-func subcommands(args []string) []*cobra.Command {
+func subcommands(inv *invocation, args []string) []*cobra.Command {
 	for _, c := range commands {
 		if len(args) > 0 && args[0] == c.name {
-			return []*cobra.Command{c.build()}
+			return []*cobra.Command{c.build(inv)}
 		}
 	}
 	var all []*cobra.Command
 	for _, c := range commands {
-		all = append(all, c.build())
+		all = append(all, c.build(inv))
 	}
 	return all
 }
 
 // fail reports an error that stopped microbox before any run: one line on
-// stderr and, under --json, a sandbox_error result on stdout.
-func fail(err error) {
+// stderr and, under --json, a sandbox_error result on stdout. It returns
+// the exit status.
+func (inv *invocation) fail(args []string, err error) int {
 	msg := strings.TrimSpace(err.Error())
-	fmt.Fprintf(os.Stderr, "microbox: %s\n", msg)
-	if wantsJSON(os.Args[1:]) {
-		printJSON(&nsjail.Result{Status: nsjail.StatusSandboxError, Error: &msg, Cgroup: "none"})
+	fmt.Fprintf(inv.stderr, "microbox: %s\n", msg)
+	if wantsJSON(args) {
+		writeJSON(inv.stdout, &nsjail.Result{Status: nsjail.StatusSandboxError, Error: &msg, Cgroup: "none"})
 	}
-	os.Exit(nsjail.ExitSandboxError)
+	return nsjail.ExitSandboxError
 }
 
 // wantsJSON reports whether --json appears among microbox's own flags
@@ -93,8 +186,10 @@ func wantsJSON(args []string) bool {
 	return false
 }
 
-func printJSON(v any) {
-	enc := json.NewEncoder(os.Stdout)
+func printJSON(v any) { writeJSON(os.Stdout, v) }
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 }

@@ -308,10 +308,10 @@ var systemRootfs = rootfs.SystemDir
 // the system root if it exists, else "" (the host-derived root). A root
 // that is named is checked cheaply (the interpreter and the mount points
 // exist, the jail can reach it) and refused with the place it was named.
-func resolveRootfs(flag, python string) (string, error) {
+func resolveRootfs(inv *invocation, flag, python string) (string, error) {
 	dir, origin := flag, "--rootfs"
 	if dir == "" {
-		dir, origin = os.Getenv(rootfs.EnvRootfs), "$"+rootfs.EnvRootfs
+		dir, origin = inv.getenv(rootfs.EnvRootfs), "$"+rootfs.EnvRootfs
 	}
 	if dir == "" {
 		fi, err := os.Stat(systemRootfs)
@@ -320,7 +320,7 @@ func resolveRootfs(flag, python string) (string, error) {
 		}
 		dir, origin = systemRootfs, "the system root "+systemRootfs
 	}
-	abs, err := filepath.Abs(dir)
+	abs, err := filepath.Abs(inv.path(dir))
 	if err != nil {
 		return "", usagef("%s %s: %v", origin, dir, err)
 	}

@@ -408,7 +408,7 @@ func TestResolveRootfs(t *testing.T) {
 	t.Setenv(rootfs.EnvRootfs, "")
 	check := func(flag, want string) {
 		t.Helper()
-		got, err := resolveRootfs(flag, "/usr/bin/python3")
+		got, err := resolveRootfs(processInvocation(), flag, "/usr/bin/python3")
 		if err != nil || got != want {
 			t.Errorf("resolveRootfs(%q) = %q, %v; want %q", flag, got, err, want)
 		}
@@ -423,7 +423,7 @@ func TestResolveRootfs(t *testing.T) {
 	check(good, good)                    // the flag wins over both
 	systemRootfs = t.TempDir()           // exists, but holds no python
 	t.Setenv(rootfs.EnvRootfs, "")
-	if _, err := resolveRootfs("", "/usr/bin/python3"); err == nil || !strings.Contains(err.Error(), "the system root "+systemRootfs) {
+	if _, err := resolveRootfs(processInvocation(), "", "/usr/bin/python3"); err == nil || !strings.Contains(err.Error(), "the system root "+systemRootfs) {
 		t.Errorf("a broken system root: %v", err)
 	}
 }

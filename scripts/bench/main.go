@@ -11,6 +11,14 @@
 // --json --trace`. With -baseline it also times an earlier microbox binary
 // in the same rounds, for a before/after.
 //
+// microbox is timed three ways: in-process (MICROBOX_SOCKET= , the Go
+// supervisor starts with every run), through a `microbox serve --warm 0`
+// started for the bench (no Go start per run), and through a `microbox
+// serve` with its default pool of jails started ahead. Since a server's
+// background work would also slow the other variants of an interleaved
+// round, throughput is measured a second time with each variant alone on
+// the machine.
+//
 // The Markdown report replaces the section between the bench markers of
 // BENCHMARKS.md. Run it from the repository root after building microbox:
 //
@@ -61,10 +69,13 @@ type config struct {
 	microbox, python, out, jsonOut     string
 	baseline                           string
 	timeout                            time.Duration
-	quick                              bool
+	quick, serve                       bool
 }
 
 func main() {
+	// Every microbox this bench starts runs in-process unless its variant
+	// names a server.
+	os.Setenv("MICROBOX_SOCKET", "")
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -97,6 +108,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "limit on any one command")
 	fs.BoolVar(&cfg.quick, "quick", false, "small counts for a smoke run (explicit flags still win)")
+	fs.BoolVar(&cfg.serve, "serve", true, "also time microbox exec through microbox serve (servers started for the bench)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -153,6 +165,7 @@ type report struct {
 	Variants []*variant      `json:"variants"`
 	Serial   []row           `json:"serial"`
 	Parallel []parallelBlock `json:"parallel"`
+	Alone    []aloneBlock    `json:"alone"`
 	Memory   *memReport      `json:"memory,omitempty"`
 	Trace    *traceReport    `json:"trace,omitempty"`
 	Failures []string        `json:"failures,omitempty"`
@@ -166,7 +179,23 @@ func run(cfg *config) (*report, error) {
 		Config: map[string]any{"n": cfg.n, "parallel": cfg.parallel, "parallel_n": cfg.parallelN,
 			"warmup": cfg.warmup, "trace_n": cfg.traceN, "mem_n": cfg.memN},
 	}
-	vs, err := variants(cfg)
+	sockets := map[string]string{}
+	if cfg.serve {
+		dir, err := os.MkdirTemp("", "microbox-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		for name, warm := range map[string]string{"microbox-serve": "0", "microbox-serve-warm": ""} {
+			sockets[name] = filepath.Join(dir, name+".sock")
+			stop, err := startServer(cfg.microbox, sockets[name], warm)
+			if err != nil {
+				return nil, err
+			}
+			defer stop()
+		}
+	}
+	vs, err := variants(cfg, sockets)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +212,9 @@ func run(cfg *config) (*report, error) {
 	rep.Serial = measureSerial(cfg, live, rep)
 	for _, w := range cfg.parallel {
 		rep.Parallel = append(rep.Parallel, measureParallel(cfg, live, w, rep))
+	}
+	for _, w := range cfg.parallel {
+		rep.Alone = append(rep.Alone, measureAlone(cfg, live, w, rep))
 	}
 	rep.Memory = measureMemory(cfg, rep)
 	rep.Trace = measureTrace(cfg, rep)
@@ -236,11 +268,39 @@ func shellQuote(s string) string {
 type variant struct {
 	Name    string   `json:"name"`
 	Argv    []string `json:"argv"`
+	Env     []string `json:"env,omitempty"`     // added to the bench's environment
 	Skipped string   `json:"skipped,omitempty"` // why it was not measured
 }
 
-// variants lists bare Python first and microbox second; the peers follow.
-func variants(cfg *config) ([]*variant, error) {
+// startServer starts `microbox serve` on socket (warm "": the default
+// pool) and returns how to stop it.
+func startServer(microbox, socket, warm string) (func(), error) {
+	args := []string{"serve", "--socket", socket}
+	if warm != "" {
+		args = append(args, "--warm", warm)
+	}
+	cmd := exec.Command(microbox, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start microbox serve: %w", err)
+	}
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if fi, err := os.Stat(socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return stop, nil
+		}
+	}
+	stop()
+	return nil, fmt.Errorf("microbox serve did not listen on %s: %s", socket, lastLine(stderr.String()))
+}
+
+// variants lists bare Python first and microbox (in-process) second; the
+// servers' and the peers follow.
+func variants(cfg *config, sockets map[string]string) ([]*variant, error) {
 	mb, err := filepath.Abs(cfg.microbox)
 	if err != nil {
 		return nil, err
@@ -251,14 +311,21 @@ func variants(cfg *config) ([]*variant, error) {
 	py := cfg.python
 	vs := []*variant{
 		{Name: "python", Argv: []string{py, "-c", program}},
-		{Name: "microbox", Argv: []string{mb, "exec", "--mem", "256M", "--timeout", "5s", "-c", program}},
+		{Name: "microbox", Argv: []string{mb, "exec", "--mem", "256M", "--timeout", "5s", "-c", program},
+			Env: []string{"MICROBOX_SOCKET="}},
+	}
+	for _, name := range []string{"microbox-serve", "microbox-serve-warm"} {
+		if sock, ok := sockets[name]; ok {
+			vs = append(vs, &variant{Name: name, Argv: vs[1].Argv, Env: []string{"MICROBOX_SOCKET=" + sock}})
+		}
 	}
 	if cfg.baseline != "" {
 		base, err := filepath.Abs(cfg.baseline)
 		if err != nil {
 			return nil, err
 		}
-		vs = append(vs, &variant{Name: "microbox-baseline", Argv: []string{base, "exec", "--mem", "256M", "--timeout", "5s", "-c", program}})
+		vs = append(vs, &variant{Name: "microbox-baseline", Argv: []string{base, "exec", "--mem", "256M", "--timeout", "5s", "-c", program},
+			Env: []string{"MICROBOX_SOCKET="}})
 	}
 	vs = append(vs,
 		peer("bwrap", []string{"--unshare-all", "--die-with-parent", "--new-session",
@@ -290,7 +357,7 @@ func probe(vs []*variant, timeout time.Duration) []*variant {
 	var live []*variant
 	for _, v := range vs {
 		if v.Skipped == "" {
-			if _, err := runOnce(v.Argv, timeout); err != nil {
+			if _, err := runOnce(v, timeout); err != nil {
 				v.Skipped = "does not run here: " + err.Error()
 			}
 		}
@@ -303,17 +370,21 @@ func probe(vs []*variant, timeout time.Duration) []*variant {
 	return live
 }
 
-// runOnce runs argv with its stdout on a pipe read to the end and returns
-// the wall-clock time from start to exit; the program must print "1".
-func runOnce(argv []string, timeout time.Duration) (time.Duration, error) {
-	return timeRun(argv, timeout, wantStdout)
+// runOnce runs a variant with its stdout on a pipe read to the end and
+// returns the wall-clock time from start to exit; the program must print
+// "1".
+func runOnce(v *variant, timeout time.Duration) (time.Duration, error) {
+	return timeRun(v.Argv, v.Env, timeout, wantStdout)
 }
 
-// timeRun is runOnce for any stdout: want "" accepts every output.
-func timeRun(argv []string, timeout time.Duration, want string) (time.Duration, error) {
+// timeRun runs argv with env added; want "" accepts every output.
+func timeRun(argv, env []string, timeout time.Duration, want string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -361,7 +432,7 @@ func rounds(vs []*variant, n, offset int, timeout time.Duration, rec *samples) {
 	for range n {
 		for i := range vs {
 			v := vs[(i+offset)%len(vs)]
-			d, err := runOnce(v.Argv, timeout)
+			d, err := runOnce(v, timeout)
 			if rec != nil {
 				rec.add(v.Name, d, err)
 			}
@@ -452,6 +523,54 @@ func measureParallel(cfg *config, vs []*variant, workers int, rep *report) paral
 	total := workers * cfg.parallelN * len(vs)
 	return parallelBlock{Workers: workers, ElapsedS: elapsed, TotalRate: float64(total) / elapsed,
 		Rows: compare(vs, rec, workers)}
+}
+
+// aloneBlock is the throughput of each variant with the machine to itself.
+type aloneBlock struct {
+	Workers int        `json:"workers"`
+	Rows    []aloneRow `json:"rows"`
+}
+
+type aloneRow struct {
+	Variant string  `json:"variant"`
+	Runs    int     `json:"runs"`
+	Failed  int     `json:"failed"`
+	Rate    float64 `json:"runs_per_s"`
+	Ratio   float64 `json:"ratio"` // to bare python's rate
+}
+
+// measureAlone runs each of python and microbox's variants on its own,
+// workers at a time, and reports runs per second: a server's background
+// work (the jails it starts ahead) is then charged to it alone.
+func measureAlone(cfg *config, vs []*variant, workers int, rep *report) aloneBlock {
+	fmt.Fprintf(os.Stderr, "bench: alone: %d workers × %d runs per variant\n", workers, cfg.parallelN)
+	b := aloneBlock{Workers: workers}
+	for _, v := range vs {
+		if v.Name != "python" && !strings.HasPrefix(v.Name, "microbox") {
+			continue
+		}
+		rec := newSamples()
+		var done sync.WaitGroup
+		rounds([]*variant{v}, min(cfg.warmup, 2), 0, cfg.timeout, nil)
+		start := time.Now()
+		for range workers {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				rounds([]*variant{v}, cfg.parallelN, 0, cfg.timeout, rec)
+			}()
+		}
+		done.Wait()
+		elapsed := time.Since(start).Seconds()
+		rep.Failures = append(rep.Failures, rec.failures...)
+		r := aloneRow{Variant: v.Name, Runs: len(rec.ms[v.Name]), Failed: len(rec.failures)}
+		r.Rate = float64(r.Runs) / elapsed
+		b.Rows = append(b.Rows, r)
+	}
+	for i := range b.Rows {
+		b.Rows[i].Ratio = b.Rows[i].Rate / b.Rows[0].Rate
+	}
+	return b
 }
 
 // stats summarizes wall times in milliseconds.
@@ -749,10 +868,10 @@ func measureTrace(cfg *config, rep *report) *traceReport {
 	for range cfg.traceN {
 		full.run(cfg.timeout, rep)
 		noCg.run(cfg.timeout, rep)
-		if d, err := runOnce(bare, cfg.timeout); err == nil {
+		if d, err := timeRun(bare, nil, cfg.timeout, wantStdout); err == nil {
 			bares = append(bares, msOf(d))
 		}
-		if d, err := timeRun(help, cfg.timeout, ""); err == nil {
+		if d, err := timeRun(help, nil, cfg.timeout, ""); err == nil {
 			starts = append(starts, msOf(d))
 		}
 	}
@@ -919,6 +1038,7 @@ func render(rep *report) string {
 	for _, p := range rep.Parallel {
 		renderParallel(&b, p)
 	}
+	renderAlone(&b, rep.Alone)
 	renderMemory(&b, rep.Memory)
 	renderTrace(&b, rep.Trace)
 	renderFailures(&b, rep.Failures)
@@ -936,7 +1056,7 @@ func renderHeader(b *strings.Builder, rep *report) {
 		"variants interleaved round by round after warm-up\n\n")
 	b.WriteString("| variant | command |\n|---|---|\n")
 	for _, v := range rep.Variants {
-		cmd := "`" + strings.Join(quoteAll(v.Argv), " ") + "`"
+		cmd := "`" + strings.Join(quoteAll(append(slices.Clone(v.Env), v.Argv...)), " ") + "`"
 		if v.Skipped != "" {
 			cmd += " — **skipped**: " + v.Skipped
 		}
@@ -966,6 +1086,22 @@ func renderSerial(b *strings.Builder, rep *report) {
 		s := r.Stats
 		fmt.Fprintf(b, "| %s | %d | %d | %.2f | %.2f | %.2f | %.2f | %+.2f | %+.2f | %.2f |\n",
 			r.Variant, s.N, r.Failed, s.Median, s.P90, s.P99, s.Mean, r.OverMedian, r.OverP99, r.Ratio)
+	}
+	b.WriteString("\n")
+}
+
+func renderAlone(b *strings.Builder, blocks []aloneBlock) {
+	if len(blocks) == 0 {
+		return
+	}
+	b.WriteString("### Throughput alone\n\n")
+	b.WriteString("Each variant on its own, the workers running it back to back: runs/s over the elapsed time. " +
+		"Work a server does in the background (the jails it starts ahead) slows only its own variant here.\n\n")
+	b.WriteString("| workers | variant | runs | failed | runs/s | × python |\n|--:|---|--:|--:|--:|--:|\n")
+	for _, bl := range blocks {
+		for _, r := range bl.Rows {
+			fmt.Fprintf(b, "| %d | %s | %d | %d | %.1f | %.2f |\n", bl.Workers, r.Variant, r.Runs, r.Failed, r.Rate, r.Ratio)
+		}
 	}
 	b.WriteString("\n")
 }

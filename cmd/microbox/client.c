@@ -1,0 +1,227 @@
+// The client half of `microbox serve` (serve.go holds the protocol and the
+// server): a `microbox exec` that finds a server hands its run over before
+// the Go runtime starts, and exits with the status the server sends back.
+//
+// It runs as an ELF constructor, like the jail's init (nsjail/init.c), and
+// returns, letting Go start and run exec in-process, whenever it cannot
+// hand the run over: no socket, a server that does not answer or answers
+// "run it yourself", a closed descriptor 0, 1 or 2. Nothing of the run has
+// happened by then, so the fallback is always safe.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define DEFAULT_SOCKET "/run/microbox/exec.sock" // serve.go: defaultSocket
+#define SERVE_FALLBACK 0xFFFFFFFFu               // serve.go: serveFallback
+#define EXIT_SANDBOX_ERROR 125
+
+// The connection and the signal that came, for the signal handler.
+static int client_sock = -1;
+static volatile sig_atomic_t client_signal;
+
+// On SIGINT, SIGTERM or SIGHUP the client shuts its side of the
+// connection: the server ends the run as an in-process exec would and still
+// reports it, and the client exits with that status.
+static void forward_signal(int sig)
+{
+	client_signal = sig;
+	shutdown(client_sock, SHUT_WR);
+}
+
+// buf is the request body under construction.
+struct buf {
+	char *p;
+	size_t len, cap;
+	int failed;
+};
+
+static void put(struct buf *b, const void *p, size_t n)
+{
+	if (b->failed)
+		return;
+	if (b->len + n > b->cap) {
+		size_t cap = (b->cap + n) * 2;
+		char *q = realloc(b->p, cap);
+		if (!q) {
+			b->failed = 1;
+			return;
+		}
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+static void put_u32(struct buf *b, uint32_t v)
+{
+	unsigned char le[4] = { v, v >> 8, v >> 16, v >> 24 };
+	put(b, le, 4);
+}
+
+static void put_str(struct buf *b, const char *s)
+{
+	size_t n = strlen(s);
+	put_u32(b, (uint32_t)n);
+	put(b, s, n);
+}
+
+// wanted reports whether exec reads the variable e (NAME=value); serve.go's
+// clientVariable keeps the same ones.
+static int wanted(const char *e)
+{
+	return !strncmp(e, "MICROBOX_", 9) || !strncmp(e, "HOME=", 5) ||
+	       !strncmp(e, "XDG_CACHE_HOME=", 15);
+}
+
+// request builds the body: the working directory, exec's arguments and the
+// variables exec reads.
+static int request(struct buf *b, int argc, char **argv, char **envp)
+{
+	char *cwd = getcwd(NULL, 0);
+	if (!cwd)
+		return -1;
+	put_str(b, cwd);
+	free(cwd);
+	put_u32(b, (uint32_t)(argc - 1));
+	for (int i = 1; i < argc; i++)
+		put_str(b, argv[i]);
+	uint32_t n = 0;
+	for (char **e = envp; *e; e++)
+		if (wanted(*e))
+			n++;
+	put_u32(b, n);
+	for (char **e = envp; *e; e++)
+		if (wanted(*e))
+			put_str(b, *e);
+	return b->failed ? -1 : 0;
+}
+
+static int connect_server(const char *path)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof addr.sun_path)
+		return -1;
+	strcpy(addr.sun_path, path);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	if (connect(s, (struct sockaddr *)&addr, sizeof addr) < 0) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+// send_request sends the header with descriptors 0, 1 and 2, then the body.
+static int send_request(int s, const struct buf *b)
+{
+	unsigned char header[8] = { 'M', 'B', 'X', '1', b->len, b->len >> 8, b->len >> 16, b->len >> 24 };
+	int fds[3] = { 0, 1, 2 };
+	union {
+		char buf[CMSG_SPACE(sizeof fds)];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { .iov_base = header, .iov_len = sizeof header };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = control.buf, .msg_controllen = sizeof control.buf,
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof fds);
+	memcpy(CMSG_DATA(c), fds, sizeof fds);
+	ssize_t n;
+	while ((n = sendmsg(s, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof header)
+		return -1;
+	for (size_t off = 0; off < b->len;) {
+		n = send(s, b->p + off, b->len - off, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		off += n;
+	}
+	return 0;
+}
+
+// wait_status reads the server's 4-byte answer; -1 when the server went
+// away first.
+static int64_t wait_status(int s)
+{
+	unsigned char st[4];
+	size_t got = 0;
+	while (got < sizeof st) {
+		ssize_t n = read(s, st + got, sizeof st - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += n;
+	}
+	return (int64_t)st[0] | (int64_t)st[1] << 8 | (int64_t)st[2] << 16 | (int64_t)st[3] << 24;
+}
+
+static void set_handlers(void (*h)(int))
+{
+	struct sigaction sa = { .sa_handler = h };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+__attribute__((constructor)) static void microbox_client(int argc, char **argv, char **envp)
+{
+	if (argc < 2 || strcmp(argv[1], "exec") != 0 || getenv("_MICROBOX_INIT"))
+		return;
+	const char *path = getenv("MICROBOX_SOCKET");
+	if (!path)
+		path = DEFAULT_SOCKET;
+	if (!*path)
+		return; // MICROBOX_SOCKET= turns the client off
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			return; // nothing to hand over; exec copes in-process
+	struct buf b = { 0 };
+	if (request(&b, argc, argv, envp) < 0) {
+		free(b.p);
+		return;
+	}
+	int s = connect_server(path);
+	if (s < 0) {
+		free(b.p);
+		return;
+	}
+	client_sock = s;
+	set_handlers(forward_signal);
+	int sent = send_request(s, &b);
+	free(b.p);
+	int64_t st = sent < 0 ? SERVE_FALLBACK : wait_status(s);
+	if (st == SERVE_FALLBACK) {
+		set_handlers(SIG_DFL);
+		close(s);
+		client_sock = -1;
+		if (client_signal)
+			raise(client_signal); // the caller asked for an end before any run
+		return;                       // run in-process
+	}
+	if (st < 0) {
+		dprintf(2, "microbox: the server at %s ended before the run did; "
+			   "see its log, or set MICROBOX_SOCKET= to run without it\n", path);
+		_exit(EXIT_SANDBOX_ERROR);
+	}
+	_exit((int)st);
+}

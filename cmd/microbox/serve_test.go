@@ -1,0 +1,304 @@
+package main
+
+// Tests of `microbox serve` and its client (client.c). The whole exec suite
+// also runs through a server (MICROBOX_TEST_SERVE=1, see TestMain); these
+// check what only a server has: that it really runs the client's program,
+// that a run ends with its client, relative names, stdin, refusals and the
+// fallback to an in-process run.
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/microbox/microbox/nsjail"
+)
+
+// startTestServer starts `microbox serve` on socket and returns how to
+// stop it; the server's log goes to the test's stderr.
+func startTestServer(socket string, args ...string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(microbox, append([]string{"serve", "--socket", socket}, args...)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if fi, err := os.Stat(socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return stop, nil
+		}
+	}
+	stop()
+	return nil, fmt.Errorf("microbox serve did not listen on %s", socket)
+}
+
+// testServer starts a server of the test's own and returns its socket and
+// pid.
+func testServer(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	socket := filepath.Join(t.TempDir(), "s", "exec.sock")
+	cmd := exec.Command(microbox, append([]string{"serve", "--socket", socket}, args...)...)
+	var log bytes.Buffer
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if _, err := os.Stat(socket); err == nil {
+			t.Errorf("the server left its socket behind")
+		}
+		t.Logf("server log:\n%s", log.String())
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if fi, err := os.Stat(socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return socket, cmd.Process.Pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("microbox serve did not listen: %s", log.String())
+		}
+	}
+}
+
+// client is `microbox exec args...` sent to the server at socket.
+func client(socket string, args ...string) *exec.Cmd {
+	cmd := exec.Command(microbox, append([]string{"exec"}, args...)...)
+	cmd.Env = append(os.Environ(), socketEnv+"="+socket)
+	return cmd
+}
+
+// startSleeper starts a client whose program prints "ready" and sleeps,
+// and returns once it printed.
+func startSleeper(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if n, _ := out.Read(buf); string(buf[:n]) != "ready\n" {
+		t.Fatalf("program's first output %q", buf[:n])
+	}
+}
+
+const sleeperCode = "import time; print('ready', flush=True); time.sleep(60)"
+
+// The server, not the client, runs the jail: the program's processes are
+// the server's descendants and the client has none. Every verdict is the
+// one an in-process exec gives.
+func TestServeRunsTheClientsProgram(t *testing.T) {
+	socket, server := testServer(t)
+	cmd := client(socket, "--timeout", "60s", "-c", sleeperCode)
+	startSleeper(t, cmd)
+	if pids := jailPids(t, cmd.Process.Pid); len(pids) != 0 {
+		t.Errorf("the client has children %v: it ran the jail itself", pids)
+	}
+	if pids := jailPids(t, server); len(pids) < 3 {
+		t.Errorf("the server's descendants %v: want the outer init, PID 1 and python", pids)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"-c", "print('hi')"}, 0, "hi\n"},
+		{[]string{"-c", "raise SystemExit(3)"}, 3, ""},
+		{[]string{"-c", "import os; os.kill(os.getpid(), 9)"}, 128 + 9, ""},
+		{[]string{"--timeout", "200ms", "-c", "while 1: pass"}, nsjail.ExitTimeout, ""},
+		{[]string{"--mem", "64M", "--tmpfs-size", "16M", "-c", "x = bytearray(200 << 20)"}, nsjail.ExitMemory, ""},
+		{[]string{"--output-limit", "10", "-c", "print('x' * 100)"}, nsjail.ExitOutputLimit, "xxxxxxxxxx"},
+		{[]string{"--mem", "12Q", "-c", "1"}, nsjail.ExitSandboxError, ""},
+	} {
+		out, _, code := runCmd(t, client(socket, c.args...))
+		if code != c.code || string(out) != c.out {
+			t.Errorf("%v: exit %d stdout %q, want %d %q", c.args, code, out, c.code, c.out)
+		}
+	}
+}
+
+// A run ends with its client: killing the client kills the jail, and the
+// server removes the run's cgroup (no gc needed).
+func TestServeRunDiesWithItsClient(t *testing.T) {
+	socket, server := testServer(t, "--warm", "0")
+	cmd := client(socket, "--timeout", "60s", "-c", sleeperCode)
+	startSleeper(t, cmd)
+	pids := jailPids(t, server)
+	if len(pids) == 0 {
+		t.Fatal("no jail under the server")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("jail process %d outlived its client", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for len(runCgroups()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assertNoRunCgroups(t)
+}
+
+// SIGTERM to the client ends the run as it ends an in-process one: the
+// jail is killed and the verdict still reported.
+func TestServeSignalEndsTheRun(t *testing.T) {
+	socket, _ := testServer(t)
+	cmd := client(socket, "--json", "--timeout", "60s", "-c", sleeperCode)
+	var stdout bytes.Buffer
+	r, w, _ := os.Pipe()
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	// With --json nothing streams: wait until python runs in the jail.
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	stdout.ReadFrom(r)
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != nsjail.ExitSandboxError {
+		t.Fatalf("client ended with %v, want exit %d", err, nsjail.ExitSandboxError)
+	}
+	if !strings.Contains(stdout.String(), `"status":"sandbox_error"`) || !strings.Contains(stdout.String(), "interrupted") {
+		t.Fatalf("result %s", stdout.String())
+	}
+}
+
+// Relative names are the client's: the program file, --file and the audit
+// log are found from the client's working directory.
+func TestServeUsesTheClientsDirectory(t *testing.T) {
+	socket, _ := testServer(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "prog.py"), []byte("print(open('data.txt').read())\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "data.txt"), []byte("from the client's directory"), 0o644)
+	cmd := client(socket, "--audit-log", "audit.jsonl", "--file", "data.txt", "prog.py")
+	cmd.Dir = dir
+	out, errOut, code := runCmd(t, cmd)
+	if code != 0 || strings.TrimSpace(string(out)) != "from the client's directory" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	line, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil || !strings.Contains(string(line), fmt.Sprintf(`"pid":%d`, cmd.Process.Pid)) {
+		t.Fatalf("audit log in the client's directory, with the client's pid %d: %q %v", cmd.Process.Pid, line, err)
+	}
+}
+
+// A stdin the caller never closes must not hold the run or the server: the
+// program that does not read it ends, and the next run is served.
+func TestServeStdinLeftOpen(t *testing.T) {
+	socket, _ := testServer(t)
+	r, w, _ := os.Pipe()
+	defer w.Close()
+	for i := range 2 {
+		cmd := client(socket, "-c", "print('done')")
+		cmd.Stdin = r
+		done := make(chan []byte, 1)
+		go func() { out, _, _ := runCmd(t, cmd); done <- out }()
+		select {
+		case out := <-done:
+			if string(out) != "done\n" {
+				t.Fatalf("run %d: stdout %q", i, out)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d hangs on a stdin left open", i)
+		}
+	}
+	cmd := client(socket, "-c", "import sys; print(sys.stdin.read())")
+	cmd.Stdin = strings.NewReader("fed through")
+	if out, _, _ := runCmd(t, cmd); string(out) != "fed through\n" {
+		t.Fatalf("stdin through the server: %q", out)
+	}
+}
+
+// Without a server the client runs in-process: no socket, a stale one, a
+// path that is no socket at all.
+func TestServeFallsBack(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := netListenUnix(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close() // the socket file stays, nobody listens
+	notSocket := filepath.Join(dir, "file")
+	os.WriteFile(notSocket, nil, 0o600)
+	for _, sock := range []string{filepath.Join(dir, "none.sock"), stale, notSocket} {
+		out, errOut, code := runCmd(t, client(sock, "-c", "print('in-process')"))
+		if code != 0 || string(out) != "in-process\n" {
+			t.Errorf("socket %s: exit %d stdout %q stderr %q", sock, code, out, errOut)
+		}
+	}
+}
+
+// A server refuses a socket directory others may write, and a live
+// server's socket.
+func TestServeRefusesUnsafeSockets(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	_, errOut, code := runCmd(t, exec.Command(microbox, "serve", "--socket", filepath.Join(open, "exec.sock")))
+	if code != nsjail.ExitSandboxError || !strings.Contains(string(errOut), "only you") {
+		t.Errorf("world-writable directory: exit %d, stderr %q", code, errOut)
+	}
+	socket, _ := testServer(t)
+	_, errOut, code = runCmd(t, exec.Command(microbox, "serve", "--socket", socket))
+	if code != nsjail.ExitSandboxError || !strings.Contains(string(errOut), "already listens") {
+		t.Errorf("a live server's socket: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// A client of another user runs in-process: the server never runs a
+// program for a user it is not.
+func TestServeOtherUserRunsItself(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to another user")
+	}
+	socket, server := testServer(t)
+	os.Chmod(filepath.Dir(microbox), 0o755)
+	// Let the other user reach the socket, as a careless set-up would.
+	for d := filepath.Dir(socket); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(socket, 0o777)
+	cmd := client(socket, "--no-cgroup", "-c", "import time; print('ready', flush=True); time.sleep(60)")
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	startSleeper(t, cmd)
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if pids := jailPids(t, server); len(pids) != 0 {
+		t.Fatalf("the server runs a jail for another user: %v", pids)
+	}
+	if pids := jailPids(t, cmd.Process.Pid); len(pids) == 0 {
+		t.Fatal("the client did not run its jail itself")
+	}
+}
+
+func netListenUnix(path string) (*net.UnixListener, error) {
+	return net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+}
