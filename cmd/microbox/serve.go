@@ -220,6 +220,7 @@ func serveConn(server context.Context, conn *net.UnixConn, jails *warmPool) {
 	stdin.cancel()
 	req.close()
 	sendStatus(conn, uint32(status))
+	jails.refill()
 }
 
 // request is one client's exec, as received.

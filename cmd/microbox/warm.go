@@ -42,8 +42,8 @@ func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) *nsjail.Result {
 	return nsjail.Run(ctx, s)
 }
 
-// take returns a ready jail for s, or nil, and starts jails for the next
-// runs.
+// take returns a ready jail for s, or nil; refill, once the run is over,
+// starts jails for the next runs.
 func (p *warmPool) take(s *nsjail.Spec) *nsjail.Jail {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -63,8 +63,19 @@ func (p *warmPool) take(s *nsjail.Spec) *nsjail.Jail {
 		j, p.ready = p.ready[n-1], p.ready[:n-1]
 	}
 	p.failing = false
-	p.fill()
 	return j
+}
+
+// refill starts the jails the pool lacks. The server calls it when a run
+// has ended and its client has the result: started during the run, they
+// would compete with the program for the CPUs (measured: it cost the run
+// most of what the ready jail saved it).
+func (p *warmPool) refill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed && p.keyed {
+		p.fill()
+	}
 }
 
 // fill starts jails until size are ready or on their way; mu is held.

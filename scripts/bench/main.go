@@ -68,7 +68,7 @@ type config struct {
 	parallel                           []int
 	microbox, python, out, jsonOut     string
 	baseline                           string
-	timeout                            time.Duration
+	timeout, gap                       time.Duration
 	quick, serve                       bool
 }
 
@@ -107,6 +107,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&cfg.out, "out", "BENCHMARKS.md", "Markdown file whose bench section is replaced (empty: none)")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "limit on any one command")
+	fs.DurationVar(&cfg.gap, "gap", 0, "idle time before each serial run (0: back to back), as a caller that does other work between runs")
 	fs.BoolVar(&cfg.quick, "quick", false, "small counts for a smoke run (explicit flags still win)")
 	fs.BoolVar(&cfg.serve, "serve", true, "also time microbox exec through microbox serve (servers started for the bench)")
 	if err := fs.Parse(args); err != nil {
@@ -177,7 +178,7 @@ func run(cfg *config) (*report, error) {
 		Command: commandLine(),
 		Machine: describeMachine(cfg.python),
 		Config: map[string]any{"n": cfg.n, "parallel": cfg.parallel, "parallel_n": cfg.parallelN,
-			"warmup": cfg.warmup, "trace_n": cfg.traceN, "mem_n": cfg.memN},
+			"warmup": cfg.warmup, "trace_n": cfg.traceN, "mem_n": cfg.memN, "gap": cfg.gap.String()},
 	}
 	sockets := map[string]string{}
 	if cfg.serve {
@@ -427,11 +428,13 @@ func (s *samples) add(name string, d time.Duration, err error) {
 }
 
 // rounds runs every variant once per round, in the same order each round
-// but starting at variant offset; rec nil means warm-up.
-func rounds(vs []*variant, n, offset int, timeout time.Duration, rec *samples) {
+// but starting at variant offset, each run gap after the last; rec nil
+// means warm-up.
+func rounds(vs []*variant, n, offset int, timeout, gap time.Duration, rec *samples) {
 	for range n {
 		for i := range vs {
 			v := vs[(i+offset)%len(vs)]
+			time.Sleep(gap)
 			d, err := runOnce(v, timeout)
 			if rec != nil {
 				rec.add(v.Name, d, err)
@@ -454,9 +457,9 @@ type row struct {
 
 func measureSerial(cfg *config, vs []*variant, rep *report) []row {
 	fmt.Fprintf(os.Stderr, "bench: serial: %d warm-up + %d rounds of %d variants\n", cfg.warmup, cfg.n, len(vs))
-	rounds(vs, cfg.warmup, 0, cfg.timeout, nil)
+	rounds(vs, cfg.warmup, 0, cfg.timeout, cfg.gap, nil)
 	rec := newSamples()
-	rounds(vs, cfg.n, 0, cfg.timeout, rec)
+	rounds(vs, cfg.n, 0, cfg.timeout, cfg.gap, rec)
 	rep.Failures = append(rep.Failures, rec.failures...)
 	return compare(vs, rec, 1)
 }
@@ -508,10 +511,10 @@ func measureParallel(cfg *config, vs []*variant, workers int, rep *report) paral
 		done.Add(1)
 		go func() {
 			defer done.Done()
-			rounds(vs, min(cfg.warmup, 2), w, cfg.timeout, nil)
+			rounds(vs, min(cfg.warmup, 2), w, cfg.timeout, 0, nil)
 			warm.Done()
 			<-gate // every worker is warm before the clock starts
-			rounds(vs, cfg.parallelN, w, cfg.timeout, rec)
+			rounds(vs, cfg.parallelN, w, cfg.timeout, 0, rec)
 		}()
 	}
 	warm.Wait()
@@ -551,13 +554,13 @@ func measureAlone(cfg *config, vs []*variant, workers int, rep *report) aloneBlo
 		}
 		rec := newSamples()
 		var done sync.WaitGroup
-		rounds([]*variant{v}, min(cfg.warmup, 2), 0, cfg.timeout, nil)
+		rounds([]*variant{v}, min(cfg.warmup, 2), 0, cfg.timeout, 0, nil)
 		start := time.Now()
 		for range workers {
 			done.Add(1)
 			go func() {
 				defer done.Done()
-				rounds([]*variant{v}, cfg.parallelN, 0, cfg.timeout, rec)
+				rounds([]*variant{v}, cfg.parallelN, 0, cfg.timeout, 0, rec)
 			}()
 		}
 		done.Wait()
@@ -1078,7 +1081,11 @@ func renderSerial(b *strings.Builder, rep *report) {
 	if len(rep.Serial) > 0 {
 		n = rep.Serial[0].Stats.N
 	}
-	fmt.Fprintf(b, "### Serial (%d runs per variant)\n\n", n)
+	gap := ""
+	if g, _ := rep.Config["gap"].(string); g != "0s" && g != "" {
+		gap = ", each after " + g + " idle"
+	}
+	fmt.Fprintf(b, "### Serial (%d runs per variant%s)\n\n", n, gap)
 	b.WriteString("Goal: microbox ≤ +3 ms median and ≤ +10 ms p99 over bare python.\n\n")
 	b.WriteString("| variant | n | failed | median ms | p90 ms | p99 ms | mean ms | Δ median ms | Δ p99 ms | × median |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
