@@ -38,12 +38,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/nsjail"
 )
 
 const (
@@ -195,6 +198,14 @@ func removeStaleSocket(path string) error {
 // serveConn serves one client: one run.
 func serveConn(server context.Context, conn *net.UnixConn, jails *warmPool) {
 	defer conn.Close()
+	// A bug in one request must not end the server, and with it every
+	// other run: the client gets a sandbox error and the log the trace.
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(os.Stderr, "microbox: serve: panic: %v\n%s", p, debug.Stack())
+			sendStatus(conn, nsjail.ExitSandboxError)
+		}
+	}()
 	req, err := readRequest(conn)
 	if err != nil {
 		// Nothing has run: the client may still run in-process.

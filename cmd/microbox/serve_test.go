@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -21,57 +22,58 @@ import (
 	"github.com/microbox/microbox/nsjail"
 )
 
-// startTestServer starts `microbox serve` on socket and returns how to
-// stop it; the server's log goes to the test's stderr.
-func startTestServer(socket string, args ...string) (func(), error) {
+// launchServer starts `microbox serve` on socket, its log to log, and
+// waits until it listens.
+func launchServer(socket string, log io.Writer, args ...string) (*exec.Cmd, error) {
 	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(microbox, append([]string{"serve", "--socket", socket}, args...)...)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if fi, err := os.Stat(socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return stop, nil
+			return cmd, nil
 		}
 	}
-	stop()
+	stopServer(cmd)
 	return nil, fmt.Errorf("microbox serve did not listen on %s", socket)
 }
 
+func stopServer(cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+}
+
+// startTestServer starts the server TestMain sends the whole suite to.
+func startTestServer(socket string) (func(), error) {
+	cmd, err := launchServer(socket, os.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	return func() { stopServer(cmd) }, nil
+}
+
 // testServer starts a server of the test's own and returns its socket and
-// pid.
+// pid; when the test ends, the server must stop and remove its socket.
 func testServer(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	socket := filepath.Join(t.TempDir(), "s", "exec.sock")
-	cmd := exec.Command(microbox, append([]string{"serve", "--socket", socket}, args...)...)
 	var log bytes.Buffer
-	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	cmd, err := launchServer(socket, &log, args...)
+	if err != nil {
+		t.Fatalf("%v: %s", err, log.String())
 	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
+		stopServer(cmd)
 		if _, err := os.Stat(socket); err == nil {
 			t.Errorf("the server left its socket behind")
 		}
 		t.Logf("server log:\n%s", log.String())
 	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if fi, err := os.Stat(socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return socket, cmd.Process.Pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("microbox serve did not listen: %s", log.String())
-		}
-	}
+	return socket, cmd.Process.Pid
 }
 
 // client is `microbox exec args...` sent to the server at socket.
