@@ -78,6 +78,11 @@ type Options struct {
 	Parent string
 }
 
+// SameOptions reports whether a and b ask for the same group (nil: none).
+func SameOptions(a, b *Options) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
 // runPrefix starts the name of every group microbox creates for a run; GC
 // relies on it to find stale ones and never touches any other name.
 const runPrefix = "microbox-run-"

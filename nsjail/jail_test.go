@@ -96,3 +96,25 @@ func TestRunStdinNull(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A jail whose init died while it waited is no longer Alive, so that the
+// server's pool starts that run cold instead of failing it.
+func TestJailAlive(t *testing.T) {
+	needNamespaces(t)
+	j, err := Start(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if !j.Alive() {
+		t.Fatal("a jail just started is not alive")
+	}
+	j.sv.cmd.Process.Kill()
+	deadline := time.Now().Add(5 * time.Second)
+	for j.Alive() {
+		if time.Now().After(deadline) {
+			t.Fatal("a jail whose init was killed still counts as alive")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -60,9 +60,25 @@ func Start(opts *cgroup.Options) (*Jail, error) {
 }
 
 // Fits reports whether s may run in the jail: it asks for the same cgroup.
-func (j *Jail) Fits(s *Spec) bool {
-	a, b := j.opts, s.Cgroup
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+func (j *Jail) Fits(s *Spec) bool { return cgroup.SameOptions(j.opts, s.Cgroup) }
+
+// Alive reports whether the jail still waits for its run: its init may
+// have died since Start (under memory pressure the OOM killer picks jails
+// first, see init.c). After "ready" the init reports nothing until it has
+// its plan, so any status line, or the end of them, means it is gone.
+func (j *Jail) Alive() bool {
+	if j.sv == nil {
+		return false
+	}
+	select {
+	case ev, ok := <-j.sv.events:
+		if ok {
+			j.sv.record(ev)
+		}
+		return false
+	default:
+		return true
+	}
 }
 
 // Run runs s in the jail, which it uses up. Like the package's Run, it

@@ -403,19 +403,20 @@ func (f *execFlags) seccomp(s *nsjail.Spec) error {
 	return nil
 }
 
-// stdin feeds the program microbox's stdin through a pipe of microbox's
-// own, never the host's descriptor itself: through /proc/self/fd/0 a
-// program could reopen a file for writing, a socket in the host's network
-// namespace, or a terminal (TIOCSTI). A closed fd 0 gives /dev/null.
+// stdin is what feeds the program: the caller's stdin, which nsjail copies
+// through a pipe of its own, never passing the host's descriptor itself
+// (through /proc/self/fd/0 a program could reopen a file for writing, a
+// socket in the host's network namespace, or a terminal: TIOCSTI). A
+// closed fd 0 or /dev/null gives the jail's /dev/null: no pipe, no copying.
 func stdin(inv *invocation) io.Reader {
 	fi, err := inv.stdin.Stat()
 	if err != nil || isDevNull(fi) {
-		return nil // os/exec opens /dev/null itself: no pipe, no copying
+		return nil
 	}
 	if inv.stdinReader != nil {
 		return inv.stdinReader
 	}
-	return struct{ io.Reader }{inv.stdin} // not an *os.File: os/exec copies it
+	return inv.stdin
 }
 
 // isDevNull reports whether fi is the null device, the usual stdin of

@@ -77,7 +77,7 @@ user, who keep calling ` + "`microbox exec`" + ` as before: when the socket exis
 hands its run to this server instead of starting Go (about 8 ms less per run).
 The server also keeps --warm jails started ahead for the limits of the last
 run (fresh namespaces and cgroup, each used for one run only), which takes
-about 5 ms more off a run. Runs, limits and results are exactly those of an
+about 4 ms more off a run. Runs, limits and results are exactly those of an
 in-process exec; run cgroups are made under the server's cgroup. SIGTERM or
 SIGINT stop the server and the runs it has under way.`,
 		Args: cobra.NoArgs,

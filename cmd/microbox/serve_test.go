@@ -304,3 +304,22 @@ func TestServeOtherUserRunsItself(t *testing.T) {
 func netListenUnix(path string) (*net.UnixListener, error) {
 	return net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 }
+
+// A client in another mount namespace names other files: it runs itself.
+func TestServeOtherMountNamespaceRunsItself(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for unshare -m")
+	}
+	socket, server := testServer(t)
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", microbox, "exec", "--timeout", "60s", "-c", sleeperCode)
+	cmd.Env = append(os.Environ(), socketEnv+"="+socket)
+	startSleeper(t, cmd)
+	// SIGTERM: the in-process run removes its cgroup before it exits.
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	if pids := jailPids(t, server); len(pids) != 0 {
+		t.Fatalf("the server runs a jail for a client in another mount namespace: %v", pids)
+	}
+	if pids := jailPids(t, cmd.Process.Pid); len(pids) == 0 {
+		t.Fatal("the client did not run its jail itself")
+	}
+}

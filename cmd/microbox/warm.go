@@ -2,9 +2,10 @@ package main
 
 // The server's jails started ahead of their runs (nsjail.Start): a run that
 // finds one ready skips the cgroup, the init's start and the namespaces'
-// creation, about 5 ms, and is left with its mounts and the program's
-// start. Each jail runs one program, as a cold one would; the warmPool only
-// moves the set-up off the caller's clock.
+// creation (measured: about 4 ms less per run than through a server
+// without them), and is left with its mounts and the program's start.
+// Each jail runs one program, as a cold one would; the pool only moves
+// the set-up off the caller's clock.
 
 import (
 	"context"
@@ -50,7 +51,7 @@ func (p *warmPool) take(s *nsjail.Spec) *nsjail.Jail {
 	if p.closed || p.size == 0 {
 		return nil
 	}
-	if !p.keyed || !sameCgroup(p.opts, s.Cgroup) {
+	if !p.keyed || !cgroup.SameOptions(p.opts, s.Cgroup) {
 		for _, j := range p.ready {
 			go j.Close()
 		}
@@ -58,12 +59,16 @@ func (p *warmPool) take(s *nsjail.Spec) *nsjail.Jail {
 		p.opts, p.keyed, p.failing = copyOptions(s.Cgroup), true, false
 		p.gen++
 	}
-	var j *nsjail.Jail
-	if n := len(p.ready); n > 0 {
-		j, p.ready = p.ready[n-1], p.ready[:n-1]
-	}
 	p.failing = false
-	return j
+	for n := len(p.ready); n > 0; n-- {
+		j := p.ready[n-1]
+		p.ready = p.ready[:n-1]
+		if j.Alive() {
+			return j
+		}
+		go j.Close()
+	}
+	return nil
 }
 
 // refill starts the jails the pool lacks. The server calls it when a run
@@ -113,10 +118,6 @@ func (p *warmPool) close() {
 		j.Close()
 	}
 	p.ready = nil
-}
-
-func sameCgroup(a, b *cgroup.Options) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 func copyOptions(o *cgroup.Options) *cgroup.Options {
