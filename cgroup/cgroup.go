@@ -63,7 +63,8 @@ type Run interface {
 	CPUTime() (time.Duration, error)
 	// Kill sends SIGKILL to every process in the group.
 	Kill() error
-	// Usage reads the group's accounting; call it after the run ended.
+	// Usage reads the group's accounting; call it once the program has
+	// ended (the jail may still be ending: the peak and OOM count stand).
 	Usage() (Usage, error)
 	// Remove deletes the group; the run's processes must be gone.
 	Remove() error

@@ -26,50 +26,130 @@ func needNamespaces(t *testing.T) {
 // are refused.
 func TestJailStartedAhead(t *testing.T) {
 	needNamespaces(t)
-	opts := &cgroup.Options{Limits: cgroup.Limits{Memory: 128 << 20, Pids: 64}}
-	j, err := Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	limits := cgroup.Limits{Memory: 128 << 20, Pids: 64}
+	j := startFor(t, specWith(limits))
 	// Waiting must not count: the program's time limit (1s) starts at Run.
 	time.Sleep(1500 * time.Millisecond)
-	s := testSpec()
-	s.Cgroup = &cgroup.Options{Limits: opts.Limits}
+	s := specWith(limits)
 	s.Argv = []string{"/usr/bin/python3", "-c", "import sys; print(sys.stdin.read().upper())"}
 	s.Stdin = strings.NewReader("through the pipe")
 	s.Capture = true
-	r := j.Run(context.Background(), s)
+	r := Settle(j.Run(context.Background(), s))
 	if r.Status != StatusOK || r.Stdout != "THROUGH THE PIPE\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
 	}
 	if r.Cgroup == "none" || r.PeakMemoryBytes == nil {
 		t.Fatalf("ran outside its cgroup: %q", r.Cgroup)
 	}
-	if r := j.Run(context.Background(), s); r.Status != StatusSandboxError {
+	if r := Settle(j.Run(context.Background(), s)); r.Status != StatusSandboxError {
 		t.Fatalf("a second run in one jail: %s", r.Status)
 	}
 
-	other, err := Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2 := testSpec()
-	s2.Cgroup = &cgroup.Options{Limits: cgroup.Limits{Memory: 256 << 20, Pids: 64}}
+	other := startFor(t, specWith(limits))
+	s2 := specWith(cgroup.Limits{Memory: 256 << 20, Pids: 64})
 	if other.Fits(s2) {
 		t.Fatal("a jail fits a spec with other limits")
 	}
-	if r := other.Run(context.Background(), s2); r.Status != StatusSandboxError {
+	if r := Settle(other.Run(context.Background(), s2)); r.Status != StatusSandboxError {
 		t.Fatalf("a spec with other limits ran: %s", r.Status)
 	}
+}
+
+// A jail started ahead holds its mounts: it fits only specs that would
+// mount the same, and a run in it sees them.
+func TestJailMountsAhead(t *testing.T) {
+	needNamespaces(t)
+	limits := cgroup.Limits{Pids: 64}
+	base := specWith(limits)
+	base.Workdir = "/work"
+	base.Hostname = "ahead"
+	j := startFor(t, base)
+	defer j.Close()
+	for name, change := range map[string]func(*Spec){
+		"hostname":   func(s *Spec) { s.Hostname = "other" },
+		"workdir":    func(s *Spec) { s.Workdir = "/tmp" },
+		"tmpfs size": func(s *Spec) { s.TmpfsSize *= 2 },
+		"root files": func(s *Spec) { s.RootFiles = []File{{Path: RootFilesDir + "/x.py", Data: []byte("x"), Mode: 0o444}} },
+	} {
+		s := specWith(limits)
+		s.Workdir, s.Hostname = base.Workdir, base.Hostname
+		change(s)
+		if j.Fits(s) {
+			t.Errorf("a jail fits a spec with another %s", name)
+		}
+	}
+	s := specWith(limits)
+	s.Workdir, s.Hostname = base.Workdir, base.Hostname
+	s.Files = []File{{Path: "/work/in/data.txt", Data: []byte("data"), Mode: 0o644}}
+	s.Argv = []string{"/usr/bin/python3", "-c", `import os, socket
+st = os.stat("in/data.txt")
+print(os.getcwd(), socket.gethostname(), open("in/data.txt").read(), st.st_uid == os.getuid())
+open("out", "w").write("scratch is writable")`}
+	s.Capture = true
+	if !j.Fits(s) {
+		t.Fatal("a jail does not fit a spec of its own shape")
+	}
+	r := Settle(j.Run(context.Background(), s))
+	if r.Status != StatusOK || r.Stdout != "/work ahead data True\n" {
+		t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, r.Error)
+	}
+}
+
+// A prepared root replaced on disk (same path, another directory) makes
+// another shape: jails that bound the old one do not serve it.
+func TestShapeFollowsRootDir(t *testing.T) {
+	dir := t.TempDir()
+	s := testSpec()
+	s.RootDir = dir + "/root"
+	if err := os.Mkdir(s.RootDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, err := ShapeOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := ShapeOf(s); !again.Equal(before) {
+		t.Fatal("one spec, two shapes")
+	}
+	if err := os.Rename(s.RootDir, dir+"/old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(s.RootDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	after, err := ShapeOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Equal(before) {
+		t.Fatal("a replaced root has the old shape")
+	}
+}
+
+func specWith(limits cgroup.Limits) *Spec {
+	s := testSpec()
+	s.Cgroup = &cgroup.Options{Limits: limits}
+	return s
+}
+
+// startFor starts a jail of s's shape.
+func startFor(t *testing.T, s *Spec) *Jail {
+	t.Helper()
+	sh, err := ShapeOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := Start(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }
 
 // A jail that runs nothing is ended by Close: its processes and cgroup go.
 func TestJailClose(t *testing.T) {
 	needNamespaces(t)
-	j, err := Start(&cgroup.Options{Limits: cgroup.Limits{Pids: 16}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := startFor(t, specWith(cgroup.Limits{Pids: 16}))
 	init := j.sv.cmd.Process.Pid
 	j.Close()
 	if j.sv != nil {
@@ -78,7 +158,7 @@ func TestJailClose(t *testing.T) {
 	if _, err := os.Stat("/proc/" + itoa(init)); err == nil {
 		t.Fatalf("outer init %d still exists", init)
 	}
-	if s := testSpec(); j.Run(context.Background(), s).Status != StatusSandboxError {
+	if s := testSpec(); Settle(j.Run(context.Background(), s)).Status != StatusSandboxError {
 		t.Fatal("a closed jail ran")
 	}
 }
@@ -101,10 +181,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // server's pool starts that run cold instead of failing it.
 func TestJailAlive(t *testing.T) {
 	needNamespaces(t)
-	j, err := Start(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := startFor(t, testSpec())
 	defer j.Close()
 	if !j.Alive() {
 		t.Fatal("a jail just started is not alive")
@@ -117,4 +194,88 @@ func TestJailAlive(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// A run's verdict comes before its teardown, which must still leave
+// nothing behind: the jail's processes and cgroup are gone when teardown
+// returns.
+func TestRunVerdictBeforeTeardown(t *testing.T) {
+	needNamespaces(t)
+	limits := cgroup.Limits{Memory: 128 << 20, Pids: 64}
+	j := startFor(t, specWith(limits))
+	sv := j.sv
+	init := sv.cmd.Process.Pid
+	groups := cgroupDirs(t, init)
+	s := specWith(limits)
+	s.Argv = []string{"/usr/bin/python3", "-c", "print('early')"}
+	s.Capture = true
+	r, teardown := j.Run(context.Background(), s)
+	if r.Status != StatusOK || r.Stdout != "early\n" || r.PeakMemoryBytes == nil || r.CPUTimeMs == nil {
+		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
+	}
+	if err := teardown(); err != nil {
+		t.Fatal(err)
+	}
+	if !sv.reaped {
+		t.Fatal("teardown did not wait for the outer init")
+	}
+	if _, err := os.Stat("/proc/" + itoa(init)); err == nil {
+		t.Fatalf("outer init %d still exists", init)
+	}
+	for _, dir := range groups {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("cgroup %s left behind (%v)", dir, err)
+		}
+	}
+}
+
+// A program that exits while a process it left holds its output gets its
+// verdict when the init's exit has ended that process: the verdict waits
+// for the output's end, which does not wait for the teardown.
+func TestRunVerdictWithOutputHeld(t *testing.T) {
+	needNamespaces(t)
+	s := testSpec()
+	s.Argv = []string{"/usr/bin/python3", "-c", `import os, time
+if os.fork() == 0:
+    time.sleep(30)
+    print("never", flush=True)
+print("first", flush=True)`}
+	s.Capture = true
+	began := time.Now()
+	r := Run(context.Background(), s)
+	if r.Status != StatusOK || r.Stdout != "first\n" {
+		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("the run took %s: it waited for the process left behind", took)
+	}
+}
+
+// cgroupDirs are the directories of pid's cgroups in the mounted
+// hierarchies (v1 controllers, or the v2 unified one).
+func cgroupDirs(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	unified := err == nil // else a v1 (hybrid) host, where the runs' groups are v1
+	var dirs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[2] == "/" {
+			continue
+		}
+		switch {
+		case unified && parts[1] == "":
+			dirs = append(dirs, "/sys/fs/cgroup"+parts[2])
+		case !unified && (parts[1] == "memory" || parts[1] == "pids"):
+			dirs = append(dirs, "/sys/fs/cgroup/"+parts[1]+parts[2])
+		}
+	}
+	if len(dirs) == 0 {
+		t.Fatalf("pid %d is in no cgroup of its own:\n%s", pid, b)
+	}
+	return dirs
 }

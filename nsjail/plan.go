@@ -69,9 +69,10 @@ const (
 )
 
 // jailPlan is the plan's first part: the namespaces and id maps of a jail,
-// and what PID 1 does before it is ready for a run, whatever the run: the
-// staging root and the loopback interface.
-func jailPlan(ids idMapping, trace bool) *plan {
+// and what PID 1 does before it is ready for a run: the staging root, the
+// loopback interface, then the jail's mounts (mountPlan), so that a jail
+// started ahead of its run holds them already.
+func jailPlan(ids idMapping, trace bool, mounts *plan) *plan {
 	p := &plan{}
 	if trace {
 		p.step("trace")
@@ -89,6 +90,7 @@ func jailPlan(ids idMapping, trace bool) *plan {
 	p.step("pivot", stage, stage+oldRoot)
 	p.step("chdir", "/")
 	p.step("loopback_up")
+	p.buf.Write(mounts.buf.Bytes())
 	return p
 }
 
@@ -100,13 +102,13 @@ func (p *plan) framed() []byte {
 	return append(out, p.buf.Bytes()...)
 }
 
-// runPlan turns a validated spec into PID 1's steps, the plan's second
-// part.
-func runPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
+// mountPlan builds the jail's file system and pivots into it: the root,
+// /dev, /proc, the scratch tmpfs and the hostname. It depends only on the
+// spec's RootDir, RootFiles, Hostname, Workdir and TmpfsSize (and the id
+// mapping), so a jail started for one spec fits every spec with the same
+// mount plan (Shape).
+func mountPlan(s *Spec, ids idMapping) (*plan, error) {
 	p := &plan{}
-	if s.Trace {
-		p.step("trace")
-	}
 	if err := p.root(s, ids); err != nil {
 		return nil, err
 	}
@@ -118,9 +120,7 @@ func runPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
 	for _, f := range []string{"/proc/sys", "/proc/sysrq-trigger"} {
 		p.step("bind", newRoot+f, newRoot+f, bindReadOnlyIfExists)
 	}
-	if err := p.scratch(s, ids); err != nil {
-		return nil, err
-	}
+	p.scratch(s, ids)
 	p.step("phase", "mounts")
 	p.step("hostname", s.Hostname)
 	p.step("chdir", newRoot)
@@ -128,11 +128,31 @@ func runPlan(s *Spec, ids idMapping, seccompBPF []byte) (*plan, error) {
 	p.step("umount", ".")
 	p.step("chdir", "/")
 	p.step("phase", "pivot")
+	return p, nil
+}
+
+// runPlan is the plan's second part, what a run adds to its jail: the
+// caller's files in the scratch area, stdin, and the program.
+func runPlan(s *Spec, ids idMapping, seccompBPF []byte) *plan {
+	p := &plan{}
+	if s.Trace {
+		p.step("trace")
+	}
+	made := map[string]bool{"/": true, "/tmp": true}
+	for dir := s.Workdir; !made[dir]; dir = path.Dir(dir) {
+		made[dir] = true // made by mountPlan
+	}
+	for _, f := range s.Files {
+		p.scratchDir("", path.Dir(f.Path), ids, made)
+		p.step("file", f.Path, num(uint32(f.Mode.Perm())), string(f.Data))
+		uid, gid := ids.owner()
+		p.step("chown", f.Path, uid, gid)
+	}
 	if s.Stdin == nil {
 		p.step("stdin", "/dev/null") // the jail's, bound from the host
 	}
 	p.program(s, ids, seccompBPF)
-	return p, nil
+	return p
 }
 
 // root fills /newroot: a read-only bind of a prepared tree, or a tmpfs
@@ -236,34 +256,26 @@ func (p *plan) dev(s *Spec) {
 }
 
 // scratch mounts the size-capped writable areas (/tmp and the working
-// directory) and writes the caller's files into them.
-func (p *plan) scratch(s *Spec, ids idMapping) error {
+// directory); the run's files come later (runPlan).
+func (p *plan) scratch(s *Spec, ids idMapping) {
 	opts := fmt.Sprintf("size=%d,mode=1777", s.TmpfsSize)
 	p.step("mount", "tmpfs", newRoot+"/tmp", "tmpfs", num(mountScratch), opts)
 	if !underTmp(s.Workdir) {
 		p.step("mount", "tmpfs", newRoot+s.Workdir, "tmpfs", num(mountScratch), fmt.Sprintf("size=%d,mode=0755", s.TmpfsSize))
 	}
-	made := map[string]bool{"/": true, "/tmp": true}
-	p.scratchDir(s.Workdir, ids, made)
-	for _, f := range s.Files {
-		p.scratchDir(path.Dir(f.Path), ids, made)
-		dst := newRoot + f.Path
-		p.step("file", dst, num(uint32(f.Mode.Perm())), string(f.Data))
-		uid, gid := ids.owner()
-		p.step("chown", dst, uid, gid)
-	}
-	return nil
+	p.scratchDir(newRoot, s.Workdir, ids, map[string]bool{"/": true, "/tmp": true})
 }
 
-// scratchDir creates dir (inside a scratch mount) owned by the program.
-func (p *plan) scratchDir(dir string, ids idMapping, made map[string]bool) {
+// scratchDir creates dir (inside a scratch mount, under the prefix the root
+// has at that point) owned by the program.
+func (p *plan) scratchDir(prefix, dir string, ids idMapping, made map[string]bool) {
 	if made[dir] {
 		return
 	}
-	p.scratchDir(path.Dir(dir), ids, made)
-	p.step("mkdir", newRoot+dir, "493")
+	p.scratchDir(prefix, path.Dir(dir), ids, made)
+	p.step("mkdir", prefix+dir, "493")
 	uid, gid := ids.owner()
-	p.step("chown", newRoot+dir, uid, gid)
+	p.step("chown", prefix+dir, uid, gid)
 	made[dir] = true
 }
 

@@ -46,26 +46,37 @@ func index(steps [][]string, want ...string) int {
 	return -1
 }
 
+// wholePlan is what PID 1 does for a run: the jail's mounts, then the
+// run's part.
+func wholePlan(t *testing.T, s *Spec, seccompBPF []byte) [][]string {
+	t.Helper()
+	mounts, err := mountPlan(s, hostIDs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := runPlan(s, hostIDs(), seccompBPF)
+	return append(decode(t, mounts.buf.Bytes()), decode(t, run.buf.Bytes())...)
+}
+
 func TestPlanOrder(t *testing.T) {
 	s := testSpec()
 	s.Workdir = "/work"
 	s.Files = []File{{Path: "/work/sub/data.csv", Data: []byte("a,b"), Mode: 0o644}}
 	s.Seccomp = make([]byte, 16)
-	p, err := runPlan(s, hostIDs(), s.Seccomp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps := decode(t, p.buf.Bytes())
+	steps := wholePlan(t, s, s.Seccomp)
 	order := [][]string{
 		{"bind", oldRoot + "/usr", newRoot + "/usr"}, // read-only /usr
 		{"remount_ro", newRoot},                      // root read-only before scratch mounts
 		{"mount", "proc", newRoot + "/proc"},
 		{"mount", "tmpfs", newRoot + "/tmp"},
 		{"mount", "tmpfs", newRoot + "/work"},
-		{"file", newRoot + "/work/sub/data.csv"},
+		{"chown", newRoot + "/work"}, // the working directory is the program's
 		{"hostname"},
 		{"pivot", ".", "."},
 		{"umount", "."}, // the host is detached
+		{"mkdir", "/work/sub"},
+		{"file", "/work/sub/data.csv"}, // the run's files, in the jail's root
+		{"chown", "/work/sub/data.csv"},
 		{"seccomp"},
 	}
 	last := -1
@@ -82,16 +93,17 @@ func TestPlanOrder(t *testing.T) {
 	if i := index(steps, "bind", oldRoot+"/usr", newRoot+"/usr"); steps[i][3] != bindReadOnly {
 		t.Fatalf("/usr bound with flags %q", steps[i][3])
 	}
-	if index(steps, "chown", newRoot+"/work/sub/data.csv") < 0 {
-		t.Fatal("the program's file is not given to the program's user")
+	if index(steps, "mkdir", "/work") >= 0 {
+		t.Fatal("the run's part makes the working directory again")
 	}
 }
 
 // The jail part is what a jail started ahead of its run (Start) does
-// before the run is known: nothing in it may depend on the spec.
+// before the run is known: the namespaces, the stage and the mounts. The
+// run's part repeats none of it.
 func TestJailPlan(t *testing.T) {
 	ids := hostIDs()
-	part := jailPlan(ids, false).framed()
+	part := jailPlan(ids, false, &plan{}).framed()
 	if n := binary.LittleEndian.Uint32(part); int(n) != len(part)-4 {
 		t.Fatalf("frame says %d bytes, part has %d", n, len(part)-4)
 	}
@@ -114,13 +126,18 @@ func TestJailPlan(t *testing.T) {
 	if len(steps) != 8 {
 		t.Fatalf("jail part has %d steps, want clone, idmap, the stage's 5 and loopback_up: %v", len(steps), steps)
 	}
-	run, err := runPlan(testSpec(), ids, nil)
+	mounts, err := mountPlan(testSpec(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"clone", "idmap", "loopback_up"} {
-		if index(decode(t, run.buf.Bytes()), name) >= 0 {
-			t.Fatalf("the run part repeats %s", name)
+	withMounts := decode(t, jailPlan(ids, false, mounts).buf.Bytes())
+	if i := index(withMounts, "pivot", ".", "."); i < 0 || i < index(withMounts, "loopback_up") {
+		t.Fatalf("the mounts are not in the jail part, after the stage: %v", withMounts)
+	}
+	run := decode(t, runPlan(testSpec(), ids, nil).buf.Bytes())
+	for _, name := range []string{"clone", "idmap", "loopback_up", "mount", "bind", "pivot", "umount"} {
+		if index(run, name) >= 0 {
+			t.Fatalf("the run part repeats %s: %v", name, run)
 		}
 	}
 }
@@ -128,11 +145,7 @@ func TestJailPlan(t *testing.T) {
 func TestPlanPreparedRoot(t *testing.T) {
 	s := testSpec()
 	s.RootDir = "/srv/root"
-	p, err := runPlan(s, hostIDs(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps := decode(t, p.buf.Bytes())
+	steps := wholePlan(t, s, nil)
 	if i := index(steps, "bind", oldRoot+"/srv/root", newRoot); i < 0 || steps[i][3] != bindReadOnly {
 		t.Fatalf("prepared root not bound read-only: %v", steps)
 	}

@@ -12,7 +12,7 @@ import (
 func TestPlanRootFilesHostRoot(t *testing.T) {
 	s := testSpec()
 	s.RootFiles = []File{{Path: RootFilesDir + "/sitecustomize.py", Data: []byte("x = 1\n"), Mode: 0o444}}
-	p, err := runPlan(s, hostIDs(), nil)
+	p, err := mountPlan(s, hostIDs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestPlanRootFilesHostRoot(t *testing.T) {
 	if file < 0 || mkdir < 0 || !(mkdir < file && file < ro) {
 		t.Fatalf("mkdir %d, file %d, remount_ro %d:\n%v", mkdir, file, ro, steps)
 	}
-	p, _ = runPlan(testSpec(), hostIDs(), nil)
+	p, _ = mountPlan(testSpec(), hostIDs())
 	if strings.Contains(p.buf.String(), "/run") {
 		t.Fatal("a plan without root files mentions /run")
 	}
@@ -35,7 +35,7 @@ func TestPlanRootFilesPreparedRoot(t *testing.T) {
 	s := testSpec()
 	s.RootDir = "/srv/root"
 	s.RootFiles = []File{{Path: RootFilesDir + "/a/b.py", Data: []byte("b"), Mode: 0o444}}
-	p, err := runPlan(s, hostIDs(), nil)
+	p, err := mountPlan(s, hostIDs())
 	if err != nil {
 		t.Fatal(err)
 	}

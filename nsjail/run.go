@@ -2,7 +2,9 @@ package nsjail
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,28 +29,91 @@ const namespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | u
 // returns nil: when the jail cannot be set up, the Result says
 // sandbox_error and why. Everything Run creates is gone when it returns.
 func Run(ctx context.Context, s *Spec) *Result {
+	return Settle(RunEarly(ctx, s))
+}
+
+// RunEarly is Run for a caller that can answer before the jail is gone
+// (`microbox serve`): it returns the verdict as soon as the program has
+// ended and its output is closed, and a teardown that waits for the
+// jail's end (the kernel tearing down its namespaces takes about a
+// millisecond) and removes its cgroup. The caller must call teardown.
+func RunEarly(ctx context.Context, s *Spec) (res *Result, teardown func() error) {
 	if err := s.Validate(); err != nil {
-		return sandboxError(err.Error())
+		return sandboxError(err.Error()), func() error { return nil }
 	}
 	sv := &supervisor{began: monotonic(), trace: s.Trace}
-	return sv.finish(ctx, s, sv.start(s.Cgroup))
+	sh, err := ShapeOf(s)
+	if err == nil {
+		err = sv.start(sh)
+	}
+	return sv.finish(ctx, s, err)
+}
+
+// Settle calls a run's teardown and records its failure in the result:
+// the verdict stands, but a leak must not pass in silence.
+func Settle(res *Result, teardown func() error) *Result {
+	if err := teardown(); err != nil && res.Status != StatusSandboxError {
+		msg := "cleanup: " + err.Error()
+		res.Error = &msg
+	}
+	return res
 }
 
 // Jail is a jail started before its run is known: its init waits in fresh
-// namespaces, and in a cgroup with the limits it was started for, for the
-// plan of exactly one run. `microbox serve` keeps a few ready, so that a
-// run's set-up is only its mounts and the program's start. Nothing of a
-// Jail is ever used for a second run.
+// namespaces, in a cgroup with the limits it was started for and with its
+// mounts made, for the plan of exactly one run. `microbox serve` keeps a
+// few ready, so that a run's set-up is only its files and the program's
+// start. Nothing of a Jail is ever used for a second run.
 type Jail struct {
-	sv   *supervisor
-	opts *cgroup.Options
+	sv    *supervisor
+	shape Shape
 }
 
-// Start starts a jail for runs whose Spec.Cgroup equals opts (nil: runs
-// without a cgroup) and waits until its PID 1 is ready for the run.
-func Start(opts *cgroup.Options) (*Jail, error) {
+// A Shape is what a jail started ahead of its run shares with the runs it
+// can take: the cgroup limits and the mounts. It also records which
+// directory a prepared root was, so that a root replaced on disk is not
+// served from jails that bound the old one.
+type Shape struct {
+	cgroup *cgroup.Options
+	mounts *plan
+	root   [2]uint64 // device and inode of Spec.RootDir
+}
+
+// ShapeOf is the shape of the jail that s runs in.
+func ShapeOf(s *Spec) (Shape, error) {
+	mounts, err := mountPlan(s, hostIDs())
+	if err != nil {
+		return Shape{}, err
+	}
+	sh := Shape{mounts: mounts}
+	if s.Cgroup != nil {
+		opts := *s.Cgroup
+		sh.cgroup = &opts
+	}
+	if s.RootDir != "" {
+		var st unix.Stat_t
+		if err := unix.Stat(s.RootDir, &st); err != nil {
+			return Shape{}, fmt.Errorf("root filesystem %s: %w", s.RootDir, err)
+		}
+		sh.root = [2]uint64{uint64(st.Dev), st.Ino}
+	}
+	return sh, nil
+}
+
+// Equal reports whether jails of shapes a and b are interchangeable.
+func (a Shape) Equal(b Shape) bool {
+	return a.mounts != nil && b.mounts != nil && cgroup.SameOptions(a.cgroup, b.cgroup) &&
+		bytes.Equal(a.mounts.buf.Bytes(), b.mounts.buf.Bytes()) && a.root == b.root
+}
+
+// Start starts a jail for runs of shape sh and waits until its PID 1 is
+// ready for the run.
+func Start(sh Shape) (*Jail, error) {
+	if sh.mounts == nil {
+		return nil, errors.New("nsjail: start a jail: no shape (use ShapeOf)")
+	}
 	sv := &supervisor{began: monotonic()}
-	err := sv.start(opts)
+	err := sv.start(sh)
 	if err == nil {
 		err = sv.awaitReady()
 	}
@@ -56,11 +121,14 @@ func Start(opts *cgroup.Options) (*Jail, error) {
 		sv.discard()
 		return nil, err
 	}
-	return &Jail{sv: sv, opts: opts}, nil
+	return &Jail{sv: sv, shape: sh}, nil
 }
 
-// Fits reports whether s may run in the jail: it asks for the same cgroup.
-func (j *Jail) Fits(s *Spec) bool { return cgroup.SameOptions(j.opts, s.Cgroup) }
+// Fits reports whether s may run in the jail: its jail has the same shape.
+func (j *Jail) Fits(s *Spec) bool {
+	sh, err := ShapeOf(s)
+	return err == nil && sh.Equal(j.shape)
+}
 
 // Alive reports whether the jail still waits for its run: its init may
 // have died since Start (under memory pressure the OOM killer picks jails
@@ -81,21 +149,22 @@ func (j *Jail) Alive() bool {
 	}
 }
 
-// Run runs s in the jail, which it uses up. Like the package's Run, it
-// never returns nil and leaves nothing behind.
-func (j *Jail) Run(ctx context.Context, s *Spec) *Result {
+// Run runs s in the jail, which it uses up. Like RunEarly, it never
+// returns a nil result, and the caller must call teardown.
+func (j *Jail) Run(ctx context.Context, s *Spec) (res *Result, teardown func() error) {
 	sv := j.sv
 	j.sv = nil
+	noop := func() error { return nil }
 	switch {
 	case sv == nil:
-		return sandboxError("nsjail: this jail has already run")
+		return sandboxError("nsjail: this jail has already run"), noop
 	case !j.Fits(s):
 		sv.discard()
-		return sandboxError("nsjail: the jail was started for other cgroup limits")
+		return sandboxError("nsjail: the jail was started for other cgroup limits or mounts"), noop
 	}
 	if err := s.Validate(); err != nil {
 		sv.discard()
-		return sandboxError(err.Error())
+		return sandboxError(err.Error()), noop
 	}
 	sv.began, sv.trace = monotonic(), s.Trace
 	return sv.finish(ctx, s, nil)
@@ -131,6 +200,9 @@ type supervisor struct {
 
 	killedFor string // the limit the supervisor enforced, if any
 	oomKilled bool
+
+	reaped  bool // the outer init has been waited for
+	waitErr error
 }
 
 // event is one status line from the init, or the end of them.
@@ -142,9 +214,9 @@ type event struct {
 // start creates the run's cgroup, starts the outer init in it and sends
 // the plan's first part: the init creates the namespaces only once it has
 // it, so the whole jail is born inside the cgroup.
-func (sv *supervisor) start(opts *cgroup.Options) error {
-	if opts != nil {
-		cg, err := cgroup.New(*opts)
+func (sv *supervisor) start(sh Shape) error {
+	if sh.cgroup != nil {
+		cg, err := cgroup.New(*sh.cgroup)
 		if err != nil {
 			return fmt.Errorf("cgroup: %w", err)
 		}
@@ -169,7 +241,7 @@ func (sv *supervisor) start(opts *cgroup.Options) error {
 		}
 		sv.mark("cgroup-entered")
 	}
-	return writeAll(p.planW, jailPlan(hostIDs(), sv.trace).framed())
+	return writeAll(p.planW, jailPlan(hostIDs(), sv.trace, sh.mounts).framed())
 }
 
 // startInit re-execs this binary as the jail's outer init (init.c), which
@@ -226,8 +298,9 @@ func (sv *supervisor) awaitReady() error {
 }
 
 // finish runs s in the started jail, unless starting it failed with
-// startErr, and removes everything the run made.
-func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) *Result {
+// startErr. It returns the verdict as soon as it is known, and the
+// teardown that removes everything the run made.
+func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*Result, func() error) {
 	sv.spec = s
 	var res *Result
 	err := startErr
@@ -238,28 +311,45 @@ func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) *Resu
 		sv.abort()
 		res = sandboxError(err.Error())
 	}
-	sv.pipes.closeAll()
 	if sv.cg != nil {
 		res.Cgroup = string(sv.cg.Mode())
-		if err := sv.cg.Remove(); err != nil && res.Status != StatusSandboxError {
-			// The verdict stands, but a leak must not pass in silence.
-			msg := "cleanup: " + err.Error()
-			res.Error = &msg
-		}
-		sv.mark("cgroup-removed")
 	}
 	res.Trace = sv.phases
 	res.Seccomp = s.SeccompMode
-	return res
+	return res, func() error {
+		err := sv.teardown()
+		res.Trace = sv.phases
+		return err
+	}
+}
+
+// teardown waits for the jail's end and removes its cgroup.
+func (sv *supervisor) teardown() error {
+	sv.reap()
+	sv.pipes.closeAll()
+	if sv.cg == nil {
+		return nil
+	}
+	err := sv.cg.Remove()
+	sv.mark("cgroup-removed")
+	return err
+}
+
+// reap waits for the outer init, once; it returns how the init ended.
+func (sv *supervisor) reap() error {
+	if sv.cmd == nil || sv.reaped {
+		return sv.waitErr
+	}
+	sv.waitErr = sv.cmd.Wait()
+	sv.reaped = true
+	sv.mark("reaped")
+	return sv.waitErr
 }
 
 // run sends the plan's second part and follows the run to its verdict.
 func (sv *supervisor) run(ctx context.Context) (*Result, error) {
 	s := sv.spec
-	p, err := runPlan(s, hostIDs(), s.Seccomp)
-	if err != nil {
-		return nil, err
-	}
+	p := runPlan(s, hostIDs(), s.Seccomp)
 	sv.mark("plan-built")
 	stdout := newCapture(s.OutputLimit, s.Stdout, s.Capture)
 	stderr := newCapture(s.OutputLimit, s.Stderr, s.Capture)
@@ -270,8 +360,10 @@ func (sv *supervisor) run(ctx context.Context) (*Result, error) {
 	}
 	sv.pipes.planW.Close()
 	sv.feedStdin(s.Stdin)
-	sv.supervise(ctx, stdout, stderr)
-	waitErr := sv.cmd.Wait()
+	var waitErr error
+	if ended := sv.supervise(ctx, stdout, stderr); ended {
+		waitErr = sv.reap()
+	}
 	<-stdout.done
 	<-stderr.done
 	return sv.judge(waitErr, stdout, stderr), nil
@@ -300,34 +392,43 @@ func (sv *supervisor) abort() {
 	if sv.events != nil {
 		sv.drainEvents(sv.events)
 	}
-	sv.cmd.Wait()
+	sv.reap()
 }
 
 // discard ends a jail that runs nothing and removes its cgroup.
 func (sv *supervisor) discard() {
 	sv.abort()
-	sv.pipes.closeAll()
-	if sv.cg != nil {
-		sv.cg.Remove()
-	}
+	sv.teardown()
 }
 
-// supervise follows the run until the init has ended, enforcing the set-up
-// deadline, the wall and CPU limits and the output caps.
-func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) {
+// supervise follows the run, enforcing the set-up deadline, the wall and
+// CPU limits and the output caps, until the verdict is known: the program
+// has ended and its output is closed (whatever it left behind has let go
+// of it), or else the init has ended, which it reports.
+func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (initEnded bool) {
 	s := sv.spec
 	events := sv.events
+	outDone, errDone := stdout.done, stderr.done
 	deadline := time.NewTimer(SetupTimeout)
 	defer deadline.Stop()
 	var cpuCheck <-chan time.Time
 	for {
+		if sv.gotExit && outDone == nil && errDone == nil {
+			sv.mark("output-closed")
+			return false
+		}
 		select {
+		case <-outDone:
+			outDone = nil
+		case <-errDone:
+			errDone = nil
 		case ev, ok := <-events:
 			if !ok {
 				if sv.started != 0 && sv.exited == 0 {
 					sv.exited = monotonic() // ended unreported (e.g. a group OOM kill)
 				}
-				return // the init has ended
+				sv.mark("init-ended")
+				return true
 			}
 			sv.record(ev)
 			if ev.kind == "start" {
@@ -395,10 +496,13 @@ func (sv *supervisor) kill(limit string) {
 	}
 }
 
-// mark records a set-up phase of the supervisor's own (with --trace).
-func (sv *supervisor) mark(name string) {
+// mark records a phase of the supervisor's own (with --trace).
+func (sv *supervisor) mark(name string) { sv.markAt(name, monotonic()) }
+
+// markAt records a phase that happened at the monotonic time at.
+func (sv *supervisor) markAt(name string, at int64) {
 	if sv.trace {
-		sv.phases = append(sv.phases, Phase{Name: name, AtMs: ms(monotonic() - sv.began)})
+		sv.phases = append(sv.phases, Phase{Name: name, AtMs: ms(at - sv.began)})
 	}
 }
 
@@ -418,16 +522,18 @@ func (sv *supervisor) record(ev event) {
 		}
 	case "phase":
 		if len(ev.args) == 2 {
-			sv.phases = append(sv.phases, Phase{Name: ev.args[0], AtMs: ms(ns(1) - sv.began)})
+			sv.markAt(ev.args[0], ns(1))
 		}
 	case "start":
 		sv.started = ns(0)
+		sv.markAt("started", sv.started)
 	case "exit":
 		sv.status = unix.WaitStatus(ns(0))
 		sv.exited = ns(1)
 		sv.cpuUsec = ns(2)
 		sv.maxRSSKiB = ns(3)
 		sv.gotExit = true
+		sv.markAt("exited", sv.exited)
 	}
 }
 

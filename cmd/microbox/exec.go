@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	units "github.com/docker/go-units"
@@ -121,7 +122,7 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	}
 	ctx, stop := inv.context()
 	defer stop()
-	gcDone := gcInBackground(spec)
+	gcDone := inv.gcInBackground(spec)
 	res := layers.run(ctx, spec)
 	<-gcDone
 	if f.json {
@@ -136,16 +137,43 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 // gcInBackground removes the groups of runs whose supervisor was killed
 // (cgroup.GC) while this run goes on: it only touches groups whose owner is
 // dead, never this run's, and reading the hierarchies costs about half a
-// millisecond that need not come before the program starts.
-func gcInBackground(spec *nsjail.Spec) <-chan struct{} {
+// millisecond that need not come before the program starts. A server does
+// it at most once a minute per parent (staleGroups), not with every run.
+func (inv *invocation) gcInBackground(spec *nsjail.Spec) <-chan struct{} {
 	done := make(chan struct{})
+	c := spec.Cgroup
+	if c == nil || !inv.staleGroups.due(c.Parent) {
+		close(done)
+		return done
+	}
 	go func() {
 		defer close(done)
-		if c := spec.Cgroup; c != nil {
-			cgroup.GC(c.Parent)
-		}
+		cgroup.GC(c.Parent)
 	}()
 	return done
+}
+
+// staleGroupsGC paces a server's collection of stale run groups. The nil
+// pacer (microbox's own process) is always due.
+type staleGroupsGC struct {
+	mu   sync.Mutex
+	last map[string]time.Time // by cgroup parent
+}
+
+func (g *staleGroupsGC) due(parent string) bool {
+	if g == nil {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t, ok := g.last[parent]; ok && time.Since(t) < time.Minute {
+		return false
+	}
+	if g.last == nil {
+		g.last = map[string]time.Time{}
+	}
+	g.last[parent] = time.Now()
+	return true
 }
 
 // report tells, on stderr, why a run ended when its status is not the

@@ -46,6 +46,8 @@ type invocation struct {
 	getenv                func(string) string
 	ctx                   context.Context // nil: the process's signals end the run
 	jails                 *warmPool       // the server's ready jails; nil: every run starts cold
+	teardowns             []func() error  // the server's runs' teardowns, for after the answer
+	staleGroups           *staleGroupsGC  // the server's pacing of cgroup.GC; nil: every run
 	status                int             // exit status set by the command
 }
 
@@ -86,12 +88,29 @@ func (inv *invocation) context() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 }
 
-// runSpec runs one sandboxed program for the invocation.
+// runSpec runs one sandboxed program for the invocation. A server's
+// invocation has its result before the jail has gone: the kernel's
+// teardown of the namespaces is no part of the caller's wait, and the
+// server finishes it after answering (tearDown).
 func (inv *invocation) runSpec(ctx context.Context, s *nsjail.Spec) *nsjail.Result {
-	if inv.jails != nil {
-		return inv.jails.run(ctx, s)
+	if inv.jails == nil {
+		return nsjail.Run(ctx, s)
 	}
-	return nsjail.Run(ctx, s)
+	res, teardown := inv.jails.run(ctx, s)
+	inv.teardowns = append(inv.teardowns, teardown)
+	return res
+}
+
+// tearDown finishes the teardowns of the server's runs for this
+// invocation; the caller has its answer, so failures go to the server's
+// log.
+func (inv *invocation) tearDown() {
+	for _, teardown := range inv.teardowns {
+		if err := teardown(); err != nil {
+			fmt.Fprintf(os.Stderr, "microbox: serve: cleanup after a run of pid %d: %v\n", inv.pid(), err)
+		}
+	}
+	inv.teardowns = nil
 }
 
 // cacheDir is the caller's user cache directory, found as

@@ -323,3 +323,19 @@ func TestServeOtherMountNamespaceRunsItself(t *testing.T) {
 		t.Fatal("the client did not run its jail itself")
 	}
 }
+
+// A server collects stale run groups once a minute per parent, not with
+// every run; microbox's own process (no pacer) with every run.
+func TestStaleGroupsPacing(t *testing.T) {
+	var own *staleGroupsGC
+	if !own.due("") || !own.due("") {
+		t.Fatal("an in-process exec skipped the collection")
+	}
+	g := &staleGroupsGC{}
+	if !g.due("") || g.due("") {
+		t.Fatal("a server collects with every run, or never")
+	}
+	if !g.due("/eval.slice") {
+		t.Fatal("another parent waits for the first one's minute")
+	}
+}

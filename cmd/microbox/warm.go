@@ -1,11 +1,10 @@
 package main
 
 // The server's jails started ahead of their runs (nsjail.Start): a run that
-// finds one ready skips the cgroup, the init's start and the namespaces'
-// creation (measured: about 4 ms less per run than through a server
-// without them), and is left with its mounts and the program's start.
-// Each jail runs one program, as a cold one would; the pool only moves
-// the set-up off the caller's clock.
+// finds one ready skips the cgroup, the init's start, the namespaces'
+// creation and the mounts, and is left with its files and the program's
+// start. Each jail runs one program, as a cold one would; the pool only
+// moves the set-up off the caller's clock.
 
 import (
 	"context"
@@ -13,20 +12,19 @@ import (
 	"os"
 	"sync"
 
-	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
 )
 
-// warmPool keeps up to size jails ready for the cgroup limits of the last run
-// asked for: callers send the same flags run after run, and a run with
-// other limits makes the pool start over with those.
+// warmPool keeps up to size jails ready in the shape (cgroup limits and
+// mounts) of the last run asked for: callers send the same flags run after
+// run, and a run of another shape makes the pool start over with that one.
 type warmPool struct {
 	size int
 
 	mu       sync.Mutex
-	opts     *cgroup.Options // what ready jails were started for
-	keyed    bool            // opts is set (nil opts: runs without a cgroup)
-	gen      int             // bumped when opts change
+	shape    nsjail.Shape // what ready jails were started for
+	keyed    bool         // shape is set
+	gen      int          // bumped when the shape changes
 	ready    []*nsjail.Jail
 	starting int
 	closed   bool
@@ -35,28 +33,36 @@ type warmPool struct {
 
 func newWarmPool(size int) *warmPool { return &warmPool{size: size} }
 
-// run runs s in a ready jail, or in a fresh one when none fits.
-func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) *nsjail.Result {
+// run runs s in a ready jail, or in a fresh one when none fits; the
+// caller must call teardown (see nsjail.RunEarly).
+func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) (res *nsjail.Result, teardown func() error) {
 	if j := p.take(s); j != nil {
 		return j.Run(ctx, s)
 	}
-	return nsjail.Run(ctx, s)
+	return nsjail.RunEarly(ctx, s)
 }
 
 // take returns a ready jail for s, or nil; refill, once the run is over,
 // starts jails for the next runs.
 func (p *warmPool) take(s *nsjail.Spec) *nsjail.Jail {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || p.size == 0 {
+	if p.size == 0 {
 		return nil
 	}
-	if !p.keyed || !cgroup.SameOptions(p.opts, s.Cgroup) {
+	shape, err := nsjail.ShapeOf(s)
+	if err != nil {
+		return nil // the cold run reports it
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if !p.keyed || !shape.Equal(p.shape) {
 		for _, j := range p.ready {
 			go j.Close()
 		}
 		p.ready = nil
-		p.opts, p.keyed, p.failing = copyOptions(s.Cgroup), true, false
+		p.shape, p.keyed, p.failing = shape, true, false
 		p.gen++
 	}
 	p.failing = false
@@ -87,12 +93,12 @@ func (p *warmPool) refill() {
 func (p *warmPool) fill() {
 	for !p.failing && len(p.ready)+p.starting < p.size {
 		p.starting++
-		go p.start(p.opts, p.gen)
+		go p.start(p.shape, p.gen)
 	}
 }
 
-func (p *warmPool) start(opts *cgroup.Options, gen int) {
-	j, err := nsjail.Start(opts)
+func (p *warmPool) start(shape nsjail.Shape, gen int) {
+	j, err := nsjail.Start(shape)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting--
@@ -118,12 +124,4 @@ func (p *warmPool) close() {
 		j.Close()
 	}
 	p.ready = nil
-}
-
-func copyOptions(o *cgroup.Options) *cgroup.Options {
-	if o == nil {
-		return nil
-	}
-	c := *o
-	return &c
 }

@@ -9,7 +9,8 @@
 // memory of microbox's supervisor, outer init and PID 1 (resident and
 // anonymous), and the median time of each set-up phase from `microbox exec
 // --json --trace`. With -baseline it also times an earlier microbox binary
-// in the same rounds, for a before/after.
+// in the same rounds, in-process and through a server of its own, for a
+// before/after.
 //
 // microbox is timed three ways: in-process (MICROBOX_SOCKET= , the Go
 // supervisor starts with every run), through a `microbox serve --warm 0`
@@ -102,7 +103,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.traceN, "trace-n", 30, "traced microbox runs for the phase breakdown")
 	fs.IntVar(&cfg.memN, "mem-n", 5, "sampled runs for the memory measurement")
 	fs.StringVar(&cfg.microbox, "microbox", "bin/microbox", "microbox binary")
-	fs.StringVar(&cfg.baseline, "baseline", "", "an earlier microbox binary to measure in the same rounds, for a before/after (variant microbox-baseline)")
+	fs.StringVar(&cfg.baseline, "baseline", "", "an earlier microbox binary to measure in the same rounds, for a before/after (variants microbox-baseline, microbox-baseline-serve-warm)")
 	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "bare Python interpreter (not a pyenv shim)")
 	fs.StringVar(&cfg.out, "out", "BENCHMARKS.md", "Markdown file whose bench section is replaced (empty: none)")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
@@ -181,19 +182,28 @@ func run(cfg *config) (*report, error) {
 			"warmup": cfg.warmup, "trace_n": cfg.traceN, "mem_n": cfg.memN, "gap": cfg.gap.String()},
 	}
 	sockets := map[string]string{}
+	var serverPids []int
 	if cfg.serve {
 		dir, err := os.MkdirTemp("", "microbox-bench-")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		for name, warm := range map[string]string{"microbox-serve": "0", "microbox-serve-warm": ""} {
-			sockets[name] = filepath.Join(dir, name+".sock")
-			stop, err := startServer(cfg.microbox, sockets[name], warm)
+		servers := []struct{ name, microbox, warm string }{
+			{"microbox-serve", cfg.microbox, "0"},
+			{"microbox-serve-warm", cfg.microbox, ""},
+		}
+		if cfg.baseline != "" {
+			servers = append(servers, struct{ name, microbox, warm string }{"microbox-baseline-serve-warm", cfg.baseline, ""})
+		}
+		for _, sv := range servers {
+			sockets[sv.name] = filepath.Join(dir, sv.name+".sock")
+			pid, stop, err := startServer(sv.microbox, sockets[sv.name], sv.warm)
 			if err != nil {
 				return nil, err
 			}
 			defer stop()
+			serverPids = append(serverPids, pid)
 		}
 	}
 	vs, err := variants(cfg, sockets)
@@ -215,7 +225,7 @@ func run(cfg *config) (*report, error) {
 		rep.Parallel = append(rep.Parallel, measureParallel(cfg, live, w, rep))
 	}
 	for _, w := range cfg.parallel {
-		rep.Alone = append(rep.Alone, measureAlone(cfg, live, w, rep))
+		rep.Alone = append(rep.Alone, measureAlone(cfg, live, w, rep, serverPids))
 	}
 	rep.Memory = measureMemory(cfg, rep)
 	rep.Trace = measureTrace(cfg, rep)
@@ -274,8 +284,8 @@ type variant struct {
 }
 
 // startServer starts `microbox serve` on socket (warm "": the default
-// pool) and returns how to stop it.
-func startServer(microbox, socket, warm string) (func(), error) {
+// pool) and returns its pid and how to stop it.
+func startServer(microbox, socket, warm string) (int, func(), error) {
 	args := []string{"serve", "--socket", socket}
 	if warm != "" {
 		args = append(args, "--warm", warm)
@@ -284,7 +294,7 @@ func startServer(microbox, socket, warm string) (func(), error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start microbox serve: %w", err)
+		return 0, nil, fmt.Errorf("start microbox serve: %w", err)
 	}
 	stop := func() {
 		cmd.Process.Signal(syscall.SIGTERM)
@@ -292,11 +302,11 @@ func startServer(microbox, socket, warm string) (func(), error) {
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if fi, err := os.Stat(socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return stop, nil
+			return cmd.Process.Pid, stop, nil
 		}
 	}
 	stop()
-	return nil, fmt.Errorf("microbox serve did not listen on %s: %s", socket, lastLine(stderr.String()))
+	return 0, nil, fmt.Errorf("microbox serve did not listen on %s: %s", socket, lastLine(stderr.String()))
 }
 
 // variants lists bare Python first and microbox (in-process) second; the
@@ -327,6 +337,9 @@ func variants(cfg *config, sockets map[string]string) ([]*variant, error) {
 		}
 		vs = append(vs, &variant{Name: "microbox-baseline", Argv: []string{base, "exec", "--mem", "256M", "--timeout", "5s", "-c", program},
 			Env: []string{"MICROBOX_SOCKET="}})
+		if sock, ok := sockets["microbox-baseline-serve-warm"]; ok {
+			vs = append(vs, &variant{Name: "microbox-baseline-serve-warm", Argv: vs[len(vs)-1].Argv, Env: []string{"MICROBOX_SOCKET=" + sock}})
+		}
 	}
 	vs = append(vs,
 		peer("bwrap", []string{"--unshare-all", "--die-with-parent", "--new-session",
@@ -540,12 +553,18 @@ type aloneRow struct {
 	Failed  int     `json:"failed"`
 	Rate    float64 `json:"runs_per_s"`
 	Ratio   float64 `json:"ratio"` // to bare python's rate
+	// CPU is the CPU time (user + system) of everything a run costs: the
+	// processes the bench started and what they reaped, plus the servers'
+	// own and their reaped jails'.
+	CPU     float64 `json:"cpu_ms_per_run"`
+	OverCPU float64 `json:"cpu_over_python_ms"`
 }
 
 // measureAlone runs each of python and microbox's variants on its own,
-// workers at a time, and reports runs per second: a server's background
-// work (the jails it starts ahead) is then charged to it alone.
-func measureAlone(cfg *config, vs []*variant, workers int, rep *report) aloneBlock {
+// workers at a time, and reports runs per second and CPU time per run: a
+// server's background work (the jails it starts ahead) is then charged to
+// it alone.
+func measureAlone(cfg *config, vs []*variant, workers int, rep *report, servers []int) aloneBlock {
 	fmt.Fprintf(os.Stderr, "bench: alone: %d workers × %d runs per variant\n", workers, cfg.parallelN)
 	b := aloneBlock{Workers: workers}
 	for _, v := range vs {
@@ -555,6 +574,8 @@ func measureAlone(cfg *config, vs []*variant, workers int, rep *report) aloneBlo
 		rec := newSamples()
 		var done sync.WaitGroup
 		rounds([]*variant{v}, min(cfg.warmup, 2), 0, cfg.timeout, 0, nil)
+		time.Sleep(200 * time.Millisecond) // the warm-up's jails started ahead are ready
+		cpu0 := cpuTime(servers)
 		start := time.Now()
 		for range workers {
 			done.Add(1)
@@ -565,16 +586,47 @@ func measureAlone(cfg *config, vs []*variant, workers int, rep *report) aloneBlo
 		}
 		done.Wait()
 		elapsed := time.Since(start).Seconds()
+		cpu := cpuTime(servers) - cpu0
 		rep.Failures = append(rep.Failures, rec.failures...)
 		r := aloneRow{Variant: v.Name, Runs: len(rec.ms[v.Name]), Failed: len(rec.failures)}
 		r.Rate = float64(r.Runs) / elapsed
+		if r.Runs > 0 {
+			r.CPU = msOf(cpu) / float64(r.Runs+r.Failed)
+		}
 		b.Rows = append(b.Rows, r)
 	}
 	for i := range b.Rows {
 		b.Rows[i].Ratio = b.Rows[i].Rate / b.Rows[0].Rate
+		b.Rows[i].OverCPU = b.Rows[i].CPU - b.Rows[0].CPU
 	}
 	return b
 }
+
+// cpuTime is the CPU time used so far by the bench's reaped children
+// (with what they reaped) and by the servers (with what they reaped).
+func cpuTime(servers []int) time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	for _, pid := range servers {
+		// Fields 14-17 of /proc/PID/stat: utime, stime, cutime, cstime.
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		for _, f := range fields[11:15] {
+			ticks, _ := strconv.ParseInt(f, 10, 64)
+			total += time.Duration(ticks) * time.Second / clockTicks
+		}
+	}
+	return total
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
 
 // stats summarizes wall times in milliseconds.
 type stats struct {
@@ -939,18 +991,17 @@ func runTraced(argv []string, timeout time.Duration) (traced, float64, error) {
 }
 
 // timeline takes the median of each phase's time and of the gap since the
-// phase before it, in the order of the first run, then adds the program's
-// start and exit from setup_time_ms and wall_time_ms.
+// phase before it, in the order of the first run. (The trace has the
+// program's start and exit as "started" and "exited".)
 func timeline(runs []traced) []phaseRow {
 	var names []string
 	for _, p := range runs[0].Trace {
 		names = append(names, p.Name)
 	}
-	names = append(names, "program started", "program exited")
 	at := map[string][]float64{}
 	delta := map[string][]float64{}
 	for _, r := range runs {
-		times := map[string]float64{"program started": r.Setup, "program exited": r.Setup + r.Program}
+		times := map[string]float64{}
 		for _, p := range r.Trace {
 			times[p.Name] = p.At
 		}
@@ -1104,10 +1155,12 @@ func renderAlone(b *strings.Builder, blocks []aloneBlock) {
 	b.WriteString("### Throughput alone\n\n")
 	b.WriteString("Each variant on its own, the workers running it back to back: runs/s over the elapsed time. " +
 		"Work a server does in the background (the jails it starts ahead) slows only its own variant here.\n\n")
-	b.WriteString("| workers | variant | runs | failed | runs/s | × python |\n|--:|---|--:|--:|--:|--:|\n")
+	b.WriteString("CPU ms per run is the user + system time of everything the run cost: the processes started and what they reaped, " +
+		"and for a server its own time and its jails' (including the jails it started ahead); Δ is over bare python's.\n\n")
+	b.WriteString("| workers | variant | runs | failed | runs/s | × python | CPU ms per run | Δ CPU ms |\n|--:|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, bl := range blocks {
 		for _, r := range bl.Rows {
-			fmt.Fprintf(b, "| %d | %s | %d | %d | %.1f | %.2f |\n", bl.Workers, r.Variant, r.Runs, r.Failed, r.Rate, r.Ratio)
+			fmt.Fprintf(b, "| %d | %s | %d | %d | %.1f | %.2f | %.1f | %+.1f |\n", bl.Workers, r.Variant, r.Runs, r.Failed, r.Rate, r.Ratio, r.CPU, r.OverCPU)
 		}
 	}
 	b.WriteString("\n")
