@@ -97,7 +97,7 @@ func parseFlags(args []string) (*config, error) {
 	cfg := &config{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.IntVar(&cfg.n, "n", 200, "serial runs per variant")
-	parallel := fs.String("parallel", "2,8", "concurrent workers to measure, comma-separated (empty: none)")
+	parallel := fs.String("parallel", "1,2,8", "concurrent workers to measure, comma-separated (empty: none); 1 gives the CPU time per run without contention")
 	fs.IntVar(&cfg.parallelN, "parallel-n", 50, "runs per variant per worker in parallel mode")
 	fs.IntVar(&cfg.warmup, "warmup", 10, "warm-up rounds before measuring (not recorded)")
 	fs.IntVar(&cfg.traceN, "trace-n", 30, "traced microbox runs for the phase breakdown")
