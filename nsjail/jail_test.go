@@ -34,23 +34,23 @@ func TestJailStartedAhead(t *testing.T) {
 	s.Argv = []string{"/usr/bin/python3", "-c", "import sys; print(sys.stdin.read().upper())"}
 	s.Stdin = strings.NewReader("through the pipe")
 	s.Capture = true
-	r := Settle(j.Run(context.Background(), s))
+	r := Settle(j.Run(context.Background(), s, shapeOf(t, s)))
 	if r.Status != StatusOK || r.Stdout != "THROUGH THE PIPE\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
 	}
 	if r.Cgroup == "none" || r.PeakMemoryBytes == nil {
 		t.Fatalf("ran outside its cgroup: %q", r.Cgroup)
 	}
-	if r := Settle(j.Run(context.Background(), s)); r.Status != StatusSandboxError {
+	if r := Settle(j.Run(context.Background(), s, shapeOf(t, s))); r.Status != StatusSandboxError {
 		t.Fatalf("a second run in one jail: %s", r.Status)
 	}
 
 	other := startFor(t, specWith(limits))
 	s2 := specWith(cgroup.Limits{Memory: 256 << 20, Pids: 64})
-	if other.Fits(s2) {
+	if shapeOf(t, s2).Equal(other.shape) {
 		t.Fatal("a jail fits a spec with other limits")
 	}
-	if r := Settle(other.Run(context.Background(), s2)); r.Status != StatusSandboxError {
+	if r := Settle(other.Run(context.Background(), s2, shapeOf(t, s2))); r.Status != StatusSandboxError {
 		t.Fatalf("a spec with other limits ran: %s", r.Status)
 	}
 }
@@ -74,7 +74,7 @@ func TestJailMountsAhead(t *testing.T) {
 		s := specWith(limits)
 		s.Workdir, s.Hostname = base.Workdir, base.Hostname
 		change(s)
-		if j.Fits(s) {
+		if shapeOf(t, s).Equal(j.shape) {
 			t.Errorf("a jail fits a spec with another %s", name)
 		}
 	}
@@ -86,10 +86,15 @@ st = os.stat("in/data.txt")
 print(os.getcwd(), socket.gethostname(), open("in/data.txt").read(), st.st_uid == os.getuid())
 open("out", "w").write("scratch is writable")`}
 	s.Capture = true
-	if !j.Fits(s) {
+	if !shapeOf(t, s).Equal(j.shape) {
 		t.Fatal("a jail does not fit a spec of its own shape")
 	}
-	r := Settle(j.Run(context.Background(), s))
+	if r := Settle(j.Run(context.Background(), testSpec(), shapeOf(t, s))); r.Status != StatusSandboxError {
+		t.Fatalf("a jail ran a spec with another spec's shape: %s", r.Status)
+	}
+	j = startFor(t, base)
+	defer j.Close()
+	r := Settle(j.Run(context.Background(), s, shapeOf(t, s)))
 	if r.Status != StatusOK || r.Stdout != "/work ahead data True\n" {
 		t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, r.Error)
 	}
@@ -132,14 +137,19 @@ func specWith(limits cgroup.Limits) *Spec {
 	return s
 }
 
-// startFor starts a jail of s's shape.
-func startFor(t *testing.T, s *Spec) *Jail {
+func shapeOf(t *testing.T, s *Spec) Shape {
 	t.Helper()
 	sh, err := ShapeOf(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := Start(sh)
+	return sh
+}
+
+// startFor starts a jail of s's shape.
+func startFor(t *testing.T, s *Spec) *Jail {
+	t.Helper()
+	j, err := Start(shapeOf(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +168,7 @@ func TestJailClose(t *testing.T) {
 	if _, err := os.Stat("/proc/" + itoa(init)); err == nil {
 		t.Fatalf("outer init %d still exists", init)
 	}
-	if s := testSpec(); Settle(j.Run(context.Background(), s)).Status != StatusSandboxError {
+	if s := testSpec(); Settle(j.Run(context.Background(), s, shapeOf(t, s))).Status != StatusSandboxError {
 		t.Fatal("a closed jail ran")
 	}
 }
@@ -209,7 +219,7 @@ func TestRunVerdictBeforeTeardown(t *testing.T) {
 	s := specWith(limits)
 	s.Argv = []string{"/usr/bin/python3", "-c", "print('early')"}
 	s.Capture = true
-	r, teardown := j.Run(context.Background(), s)
+	r, teardown := j.Run(context.Background(), s, shapeOf(t, s))
 	if r.Status != StatusOK || r.Stdout != "early\n" || r.PeakMemoryBytes == nil || r.CPUTimeMs == nil {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
 	}

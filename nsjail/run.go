@@ -74,6 +74,7 @@ type Jail struct {
 // directory a prepared root was, so that a root replaced on disk is not
 // served from jails that bound the old one.
 type Shape struct {
+	of     *Spec // the spec it was computed from
 	cgroup *cgroup.Options
 	mounts *plan
 	root   [2]uint64 // device and inode of Spec.RootDir
@@ -85,7 +86,7 @@ func ShapeOf(s *Spec) (Shape, error) {
 	if err != nil {
 		return Shape{}, err
 	}
-	sh := Shape{mounts: mounts}
+	sh := Shape{of: s, mounts: mounts}
 	if s.Cgroup != nil {
 		opts := *s.Cgroup
 		sh.cgroup = &opts
@@ -124,12 +125,6 @@ func Start(sh Shape) (*Jail, error) {
 	return &Jail{sv: sv, shape: sh}, nil
 }
 
-// Fits reports whether s may run in the jail: its jail has the same shape.
-func (j *Jail) Fits(s *Spec) bool {
-	sh, err := ShapeOf(s)
-	return err == nil && sh.Equal(j.shape)
-}
-
 // Alive reports whether the jail still waits for its run: its init may
 // have died since Start (under memory pressure the OOM killer picks jails
 // first, see init.c). After "ready" the init reports nothing until it has
@@ -149,16 +144,18 @@ func (j *Jail) Alive() bool {
 	}
 }
 
-// Run runs s in the jail, which it uses up. Like RunEarly, it never
-// returns a nil result, and the caller must call teardown.
-func (j *Jail) Run(ctx context.Context, s *Spec) (res *Result, teardown func() error) {
+// Run runs s, whose shape is sh (ShapeOf(s) after s's last change: the
+// caller computes it once, to choose the jail), in the jail, which it uses
+// up. A spec of another shape is refused. Like RunEarly, it never returns
+// a nil result, and the caller must call teardown.
+func (j *Jail) Run(ctx context.Context, s *Spec, sh Shape) (res *Result, teardown func() error) {
 	sv := j.sv
 	j.sv = nil
 	noop := func() error { return nil }
 	switch {
 	case sv == nil:
 		return sandboxError("nsjail: this jail has already run"), noop
-	case !j.Fits(s):
+	case sh.of != s || !sh.Equal(j.shape):
 		sv.discard()
 		return sandboxError("nsjail: the jail was started for other cgroup limits or mounts"), noop
 	}

@@ -36,22 +36,20 @@ func newWarmPool(size int) *warmPool { return &warmPool{size: size} }
 // run runs s in a ready jail, or in a fresh one when none fits; the
 // caller must call teardown (see nsjail.RunEarly).
 func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) (res *nsjail.Result, teardown func() error) {
-	if j := p.take(s); j != nil {
-		return j.Run(ctx, s)
+	if p.size > 0 {
+		// An error here is the cold run's to report.
+		if shape, err := nsjail.ShapeOf(s); err == nil {
+			if j := p.take(shape); j != nil {
+				return j.Run(ctx, s, shape)
+			}
+		}
 	}
 	return nsjail.RunEarly(ctx, s)
 }
 
-// take returns a ready jail for s, or nil; refill, once the run is over,
-// starts jails for the next runs.
-func (p *warmPool) take(s *nsjail.Spec) *nsjail.Jail {
-	if p.size == 0 {
-		return nil
-	}
-	shape, err := nsjail.ShapeOf(s)
-	if err != nil {
-		return nil // the cold run reports it
-	}
+// take returns a ready jail of the shape, or nil; refill, once the run is
+// over, starts jails for the next runs.
+func (p *warmPool) take(shape nsjail.Shape) *nsjail.Jail {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
