@@ -3,11 +3,13 @@
 // microbox's parent (Go) re-execs /proc/self/exe with _MICROBOX_INIT set in
 // the environment. This constructor runs before Go's runtime starts (the
 // pattern runc's nsexec uses), so the child never pays for a second Go
-// runtime: this outer init reads the jail's part of a plan from fd 3 and
-// clones PID 1 into new user, pid, mount, net, ipc, uts and cgroup
-// namespaces; PID 1 reads the run's part, executes it, starts the program
-// and reaps. The run's part may come much later: `microbox serve` starts
-// jails before their runs are known (nsjail.Start).
+// runtime: it becomes the spawner (at the end of this file), which clones,
+// on each request, one jail's PID 1 into new user, pid, mount, net, ipc
+// and uts namespaces as a child of the supervisor. PID 1 makes its cgroup
+// namespace, reads the jail's part of a plan from fd 3 and builds the
+// jail; then it reads the run's part, executes it, starts the program and
+// reaps. The run's part may come much later: `microbox serve` starts jails
+// before their runs are known (nsjail.Start).
 //
 // The plan is data computed by the Go side (plan.go): a list of steps, each a
 // name and byte-string arguments. This file interprets the steps and knows no
@@ -16,9 +18,9 @@
 // Wire format of the plan (all integers little-endian uint32):
 //   plan := part(jail) part(run)     part := len step[len bytes]
 //   step := nargs arg*               arg := len byte[len]
-// The first arg of a step is its name. The jail part holds the namespaces
-// and id maps (for the outer init) and the steps that PID 1 takes before
-// it is ready, whatever the run; the run part, all the others.
+// The first arg of a step is its name. The jail part holds the steps that
+// PID 1 takes before it is ready, whatever the run; the run part, all the
+// others. PID 1 starts only when the supervisor writes a byte on fd 5.
 //
 // Status lines go to the parent on fd 4, one per write(2):
 //   "error <message>"                    setup failed; init exits 125
@@ -67,6 +69,8 @@
 
 #define PLAN_FD 3
 #define STATUS_FD 4
+#define SYNC_FD 5
+#define SPAWNER_FD 3 // the spawner's socket (it has no plan)
 #define MAX_ARGS 64
 #define MAX_LIST 4096
 
@@ -516,15 +520,9 @@ struct step {
 	struct arg *a;
 };
 
-// How the outer init creates the jail: namespaces and id maps.
-struct jail {
-	unsigned long clone_flags;
-	const char *uid_map, *gid_map, *setgroups;
-};
-
-// parse_plan splits the plan into steps; the settings the outer init needs
-// before the clone are taken out into j.
-static struct step *parse_plan(const char *p, const char *end, size_t *count, struct jail *j)
+// parse_plan splits a part of the plan into steps; a "trace" step turns
+// tracing on and is not returned.
+static struct step *parse_plan(const char *p, const char *end, size_t *count)
 {
 	size_t cap = 256, n = 0;
 	struct step *steps = malloc(cap * sizeof *steps);
@@ -551,36 +549,37 @@ static struct step *parse_plan(const char *p, const char *end, size_t *count, st
 			a[i].len = l;
 			p += l;
 		}
-		if (!strcmp(a[0].p, "clone") && nargs == 2) {
-			j->clone_flags = parse_ul(&a[1]);
-		} else if (!strcmp(a[0].p, "trace") && nargs == 1) {
+		if (!strcmp(a[0].p, "trace") && nargs == 1) {
 			trace = 1;
-		} else if (!strcmp(a[0].p, "idmap") && nargs == 4) { // uid_map gid_map setgroups
-			j->uid_map = a[1].p;
-			j->gid_map = a[2].p;
-			j->setgroups = a[3].p;
-		} else {
-			if (n == cap) {
-				cap *= 2;
-				steps = realloc(steps, cap * sizeof *steps);
-				if (!steps)
-					die("plan: out of memory");
-			}
-			steps[n].n = nargs;
-			steps[n].a = a;
-			n++;
+			continue;
 		}
+		if (n == cap) {
+			cap *= 2;
+			steps = realloc(steps, cap * sizeof *steps);
+			if (!steps)
+				die("plan: out of memory");
+		}
+		steps[n].n = nargs;
+		steps[n].a = a;
+		n++;
 	}
 	*count = n;
 	return steps;
 }
 
-static void write_pid_file(pid_t pid, const char *file, const char *data)
+// read_steps reads and parses the next part of the plan.
+static struct step *read_steps(size_t *count)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
-	write_proc(path, data);
+	size_t len;
+	char *plan = read_part(&len);
+	return parse_plan(plan, plan + len, count);
 }
+
+// How the spawner creates a jail: its namespaces and id maps.
+struct jail {
+	unsigned long clone_flags;
+	const char *uid_map, *gid_map, *setgroups;
+};
 
 // become_jail_root runs in the jail's PID 1 once its id maps are written:
 // it makes it the jail's root (the creator's capabilities in the new user
@@ -595,20 +594,21 @@ static void become_jail_root(const struct jail *j)
 		die("setresuid 0 in the jail");
 }
 
-// watch_outer ties PID 1 to the outer init: if the outer init dies (the
-// supervisor killed it, or died itself), SIGKILL ends PID 1 and with it
-// the whole namespace. Set after the credentials changed (which clears it);
-// the outer init's end of sync still open proves it did not die before.
-static void watch_outer(int sync)
+// watch_supervisor ties PID 1 to the supervisor, its parent: if the
+// supervisor dies, SIGKILL ends PID 1 and with it the whole namespace. Set
+// after the credentials changed (which clears it); the supervisor's end of
+// the sync pipe, which it keeps until the jail's teardown, still open
+// proves it did not die before.
+static void watch_supervisor(void)
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		die("set parent-death signal");
-	struct pollfd pfd = { .fd = sync, .events = POLLIN };
+	struct pollfd pfd = { .fd = SYNC_FD, .events = POLLIN };
 	if (poll(&pfd, 1, 0) < 0)
 		die("poll sync");
 	if (pfd.revents & (POLLHUP | POLLERR))
 		_exit(125);
-	close(sync);
+	close(SYNC_FD);
 }
 
 struct spawn_args {
@@ -646,36 +646,33 @@ static pid_t spawn_program(struct program *prog, int errpipe[2])
 	return clone(program_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 }
 
-// read_run_plan reads and parses the plan's second part, the run's.
-static struct step *read_run_plan(size_t *count)
-{
-	size_t len;
-	char *plan = read_part(&len);
-	close(PLAN_FD);
-	struct jail none = { 0 };
-	struct step *steps = parse_plan(plan, plan + len, count, &none);
-	if (none.clone_flags || none.uid_map)
-		die("plan: namespaces in the run's part");
-	return steps;
-}
-
-// jail_init is PID 1 of the new namespaces: it waits for its run, builds
-// the root, starts the program, reports and reaps. It never returns.
-static void jail_init(const struct jail *j, struct step *early, size_t nearly, int sync)
+// jail_init is PID 1 of the new namespaces: it waits for the supervisor's
+// go, builds the jail, waits for its run, starts the program, reports and
+// reaps. It never returns.
+static void jail_init(const struct jail *j)
 {
 	static struct program prog;
 	char go;
 	ssize_t r;
-	while ((r = read(sync, &go, 1)) < 0 && errno == EINTR)
+	// The supervisor says go once the id maps are written and, on cgroup
+	// v1, once it has moved PID 1 into the run's cgroup.
+	while ((r = read(SYNC_FD, &go, 1)) < 0 && errno == EINTR)
 		;
 	if (r != 1)
-		_exit(125); // the outer init failed to map ids and said why
+		_exit(125); // the supervisor gave up on this jail
 	// Not dumpable: nothing of PID 1 is for the program to read later
 	// (/proc/1/*). Only now, since a non-dumpable process's uid_map is
-	// root's, and a rootless outer init had to write it.
+	// root's, and a rootless spawner had to write it.
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	become_jail_root(j);
-	watch_outer(sync);
+	watch_supervisor();
+	// The cgroup namespace is rooted at the cgroup PID 1 is in when it is
+	// made: the run's, which on v1 it only joined after the clone.
+	if ((j->clone_flags & CLONE_NEWCGROUP) && unshare(CLONE_NEWCGROUP) < 0)
+		die("unshare the cgroup namespace");
+	size_t nearly;
+	struct step *early = read_steps(&nearly);
+	phase("jail-plan-read");
 	prog.cwd = "/";
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		die("make mounts private");
@@ -683,7 +680,8 @@ static void jail_init(const struct jail *j, struct step *early, size_t nearly, i
 		run_step(early[i].a, early[i].n, &prog);
 	status("ready");
 	size_t count;
-	struct step *steps = read_run_plan(&count);
+	struct step *steps = read_steps(&count);
+	close(PLAN_FD);
 	phase("plan-read");
 	for (size_t i = 0; i < count; i++)
 		run_step(steps[i].a, steps[i].n, &prog);
@@ -735,61 +733,189 @@ static void jail_init(const struct jail *j, struct step *early, size_t nearly, i
 	}
 }
 
-// The outer init is what the supervisor started: still in the host's
-// namespaces and its cgroup already the run's. It clones PID 1 into the new
-// namespaces, writes its id maps from outside (only a process in the parent
-// user namespace may map more than its own id), and waits for it.
+// The spawner is what the supervisor started: a process of this binary
+// that never starts Go, in the host's namespaces, which clones one jail's
+// PID 1 per request. Cloning from this small process costs a fraction of
+// what an exec of the binary per jail did (BENCHMARKS.md), and CLONE_PARENT
+// makes each PID 1 the supervisor's own child: the supervisor waits for it
+// and kills it directly, and the spawner keeps no state between requests.
 //
-// Creating the namespaces here rather than in Go's exec keeps the
-// supervisor's own fork cheap: Go cannot use vfork once CLONE_NEWUSER is
-// among its clone flags, and copying its page tables costs milliseconds.
+// Request, one SOCK_SEQPACKET message on fd 3 (integers little-endian):
+//   u64 clone flags, then uid_map, gid_map and setgroups, each ending in NUL;
+//   SCM_RIGHTS: PID 1's stdin, stdout, stderr, plan, status and sync, then
+//   optionally the run's cgroup v2 directory (CLONE_INTO_CGROUP).
+// Reply: i32 pid of PID 1 (0: none), then an error message (empty: none).
+// The spawner ends at EOF on its socket.
+
+#define SPAWN_FDS 6 // PID 1's descriptors 0 to 5
+#define MAX_REQUEST 4096
+
+struct request {
+	struct jail jail;
+	int fds[SPAWN_FDS + 1];
+	int nfds;
+	int cgroup_fd; // -1: clone into the spawner's cgroup
+};
+
+// parse_request checks a request's shape; its strings point into buf.
+static const char *parse_request(char *buf, size_t n, struct request *req)
+{
+	if (req->nfds != SPAWN_FDS && req->nfds != SPAWN_FDS + 1)
+		return "request with the wrong number of descriptors";
+	req->cgroup_fd = req->nfds == SPAWN_FDS + 1 ? req->fds[SPAWN_FDS] : -1;
+	if (n < 8 || buf[n - 1] != 0)
+		return "malformed request";
+	uint64_t flags;
+	memcpy(&flags, buf, 8);
+	req->jail.clone_flags = flags;
+	const char *s[3], *p = buf + 8, *end = buf + n;
+	for (int i = 0; i < 3; i++) {
+		if (p >= end)
+			return "malformed request";
+		s[i] = p;
+		p += strlen(p) + 1;
+	}
+	if (p != end)
+		return "malformed request";
+	req->jail.uid_map = s[0];
+	req->jail.gid_map = s[1];
+	req->jail.setgroups = s[2];
+	return NULL;
+}
+
+// become_pid1 runs in the clone: it puts the request's descriptors at 0 to
+// 5, closes every other (the spawner's socket among them) and is PID 1.
+static void become_pid1(struct request *req)
+{
+	int high[SPAWN_FDS];
+	for (int i = 0; i < SPAWN_FDS; i++) {
+		high[i] = fcntl(req->fds[i], F_DUPFD, 16);
+		if (high[i] < 0)
+			_exit(125);
+	}
+	for (int i = 0; i < SPAWN_FDS; i++)
+		if (dup2(high[i], i) < 0)
+			_exit(125);
+	if (syscall(SYS_close_range, SPAWN_FDS, ~0U, 0) < 0)
+		for (int fd = SPAWN_FDS; fd < 65536; fd++)
+			close(fd);
+	jail_init(&req->jail);
+}
+
+static int write_pid_file(pid_t pid, const char *file, const char *data)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t w = write(fd, data, strlen(data));
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return w < 0 ? -1 : 0;
+}
+
+// spawn_jail clones PID 1 and writes its id maps from outside (only a
+// process in the parent user namespace may map more than its own id). It
+// returns PID 1's pid (0 if none) and fills err when the jail cannot run.
+static pid_t spawn_jail(struct request *req, char *err, size_t errlen)
+{
+	struct {
+		uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack,
+			stack_size, tls, set_tid, set_tid_size, cgroup;
+	} args;
+	memset(&args, 0, sizeof args);
+	// The cgroup namespace is PID 1's to make (see jail_init). With
+	// CLONE_PARENT the exit signal is the spawner's own, SIGCHLD.
+	args.flags = (req->jail.clone_flags & ~(uint64_t)CLONE_NEWCGROUP) | CLONE_PARENT;
+	if (req->cgroup_fd >= 0) {
+		args.flags |= 0x200000000ULL; // CLONE_INTO_CGROUP
+		args.cgroup = req->cgroup_fd;
+	}
+	pid_t pid = syscall(SYS_clone3, &args, sizeof args);
+	if (pid == 0)
+		become_pid1(req); // never returns
+	if (pid < 0) {
+		snprintf(err, errlen, "clone the jail's namespaces: %s (if user namespaces are disabled: "
+			 "sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, "
+			 "kernel.apparmor_restrict_unprivileged_userns; or run as root)", strerror(errno));
+		return 0;
+	}
+	const char *files[][2] = {
+		{ "uid_map", req->jail.uid_map },
+		{ "setgroups", req->jail.setgroups },
+		{ "gid_map", req->jail.gid_map },
+		// Under memory pressure the OOM killer must pick the jail, whose
+		// processes all inherit this from PID 1, before anything on the
+		// host; raising a score needs no privilege. (PID 1 itself, a few
+		// hundred KiB, is the last the killer picks within the jail; if it
+		// is, the run ends all the same, with the memory verdict.)
+		{ "oom_score_adj", "1000" },
+	};
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		if (write_pid_file(pid, files[i][0], files[i][1]) < 0) {
+			snprintf(err, errlen, "write /proc/%d/%s: %s", pid, files[i][0], strerror(errno));
+			kill(pid, SIGKILL); // the supervisor reaps it
+			break;
+		}
+	}
+	return pid;
+}
+
+static void spawner_main(void) __attribute__((noreturn));
+static void spawner_main(void)
+{
+	static char buf[MAX_REQUEST];
+	char control[CMSG_SPACE(sizeof(int) * (SPAWN_FDS + 2))];
+	for (;;) {
+		struct iovec iov = { buf, sizeof buf };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = control, .msg_controllen = sizeof control };
+		ssize_t n = recvmsg(SPAWNER_FD, &msg, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(0); // the supervisor closed its end, or is gone
+		struct request req = { .nfds = 0 };
+		int extra = 0; // descriptors beyond what a request may carry
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int *fds = (int *)CMSG_DATA(c);
+			for (int i = 0; i < k; i++) {
+				if (req.nfds < SPAWN_FDS + 1)
+					req.fds[req.nfds++] = fds[i];
+				else {
+					close(fds[i]);
+					extra = 1;
+				}
+			}
+		}
+		char err[1024] = "";
+		const char *bad = extra || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+			? "request too large" : parse_request(buf, n, &req);
+		int32_t pid = 0;
+		if (bad)
+			snprintf(err, sizeof err, "spawner: %s", bad);
+		else
+			pid = spawn_jail(&req, err, sizeof err);
+		for (int i = 0; i < req.nfds; i++)
+			close(req.fds[i]);
+		char reply[4 + sizeof err];
+		memcpy(reply, &pid, 4);
+		size_t len = strlen(err);
+		memcpy(reply + 4, err, len);
+		while (send(SPAWNER_FD, reply, 4 + len, MSG_NOSIGNAL) < 0)
+			if (errno != EINTR)
+				_exit(0);
+	}
+}
+
 __attribute__((constructor)) static void microbox_init(void)
 {
 	if (!getenv("_MICROBOX_INIT"))
 		return; // an ordinary microbox command: let Go start
-
-	size_t len, nearly;
-	char *plan = read_part(&len);
-	struct jail j = { 0 };
-	struct step *early = parse_plan(plan, plan + len, &nearly, &j);
-	if (!j.clone_flags || !j.uid_map)
-		die("plan: no namespaces or id maps");
-	phase("jail-plan-read");
-
-	int sync[2];
-	if (pipe2(sync, O_CLOEXEC) < 0)
-		die("pipe");
-	// A raw clone with fork semantics: nothing is shared, and no Go
-	// runtime exists yet whose threads or locks a fork could break.
-	pid_t pid = syscall(SYS_clone, j.clone_flags | SIGCHLD, NULL, NULL, NULL, NULL);
-	if (pid < 0)
-		die("clone the jail's namespaces (if user namespaces are disabled: "
-		    "sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, "
-		    "kernel.apparmor_restrict_unprivileged_userns; or run as root)");
-	if (pid == 0) {
-		close(sync[1]);
-		jail_init(&j, early, nearly, sync[0]);
-	}
-	close(sync[0]);
-	close(PLAN_FD); // the run's part is PID 1's to read
-	write_pid_file(pid, "uid_map", j.uid_map);
-	write_pid_file(pid, "setgroups", j.setgroups);
-	write_pid_file(pid, "gid_map", j.gid_map);
-	// Under memory pressure the OOM killer must pick the jail, whose
-	// processes all inherit this from PID 1, before anything on the host;
-	// raising a score needs no privilege. (PID 1 itself, a few hundred KiB,
-	// is the last the killer picks within the jail; if it is, the run ends
-	// all the same, with the memory verdict.)
-	write_pid_file(pid, "oom_score_adj", "1000");
-	if (write(sync[1], "g", 1) != 1)
-		die("start the jail");
-	// The outer init holds no pipe of the program's either.
-	close(0);
-	close(1);
-	close(2);
-	int st;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			die("wait for the jail");
-	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	spawner_main();
 }

@@ -1,13 +1,14 @@
 package nsjail
 
-// Jails started ahead of their runs (Start), run in this test binary: it
-// links init.c, so /proc/self/exe is a working outer init.
+// Jails started ahead of their runs (Spawner.Start), run in this test
+// binary: it links init.c, so /proc/self/exe is a working spawner.
 
 import (
 	"context"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,10 +147,21 @@ func shapeOf(t *testing.T, s *Spec) Shape {
 	return sh
 }
 
+// testSpawner is a spawner that lasts as long as the test.
+func testSpawner(t *testing.T) *Spawner {
+	t.Helper()
+	sp, err := NewSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	return sp
+}
+
 // startFor starts a jail of s's shape.
 func startFor(t *testing.T, s *Spec) *Jail {
 	t.Helper()
-	j, err := Start(shapeOf(t, s))
+	j, err := testSpawner(t).Start(shapeOf(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,13 +172,13 @@ func startFor(t *testing.T, s *Spec) *Jail {
 func TestJailClose(t *testing.T) {
 	needNamespaces(t)
 	j := startFor(t, specWith(cgroup.Limits{Pids: 16}))
-	init := j.sv.cmd.Process.Pid
+	init := j.sv.pid
 	j.Close()
 	if j.sv != nil {
 		t.Fatal("Close kept the jail")
 	}
 	if _, err := os.Stat("/proc/" + itoa(init)); err == nil {
-		t.Fatalf("outer init %d still exists", init)
+		t.Fatalf("PID 1 (%d) still exists", init)
 	}
 	if s := testSpec(); Settle(j.Run(context.Background(), s, shapeOf(t, s))).Status != StatusSandboxError {
 		t.Fatal("a closed jail ran")
@@ -196,7 +208,7 @@ func TestJailAlive(t *testing.T) {
 	if !j.Alive() {
 		t.Fatal("a jail just started is not alive")
 	}
-	j.sv.cmd.Process.Kill()
+	syscall.Kill(j.sv.pid, syscall.SIGKILL)
 	deadline := time.Now().Add(5 * time.Second)
 	for j.Alive() {
 		if time.Now().After(deadline) {
@@ -214,7 +226,7 @@ func TestRunVerdictBeforeTeardown(t *testing.T) {
 	limits := cgroup.Limits{Memory: 128 << 20, Pids: 64}
 	j := startFor(t, specWith(limits))
 	sv := j.sv
-	init := sv.cmd.Process.Pid
+	init := sv.pid
 	groups := cgroupDirs(t, init)
 	s := specWith(limits)
 	s.Argv = []string{"/usr/bin/python3", "-c", "print('early')"}
@@ -227,10 +239,10 @@ func TestRunVerdictBeforeTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !sv.reaped {
-		t.Fatal("teardown did not wait for the outer init")
+		t.Fatal("teardown did not wait for PID 1")
 	}
 	if _, err := os.Stat("/proc/" + itoa(init)); err == nil {
-		t.Fatalf("outer init %d still exists", init)
+		t.Fatalf("PID 1 (%d) still exists", init)
 	}
 	for _, dir := range groups {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {

@@ -68,22 +68,15 @@ const (
 	bindReadOnlyIfExists = "3"
 )
 
-// jailPlan is the plan's first part: the namespaces and id maps of a jail,
-// and what PID 1 does before it is ready for a run: the staging root, the
-// loopback interface, then the jail's mounts (mountPlan), so that a jail
-// started ahead of its run holds them already.
-func jailPlan(ids idMapping, trace bool, mounts *plan) *plan {
+// jailPlan is the plan's first part: what PID 1 does before it is ready
+// for a run: the staging root, the loopback interface, then the jail's
+// mounts (mountPlan), so that a jail started ahead of its run holds them
+// already.
+func jailPlan(trace bool, mounts *plan) *plan {
 	p := &plan{}
 	if trace {
 		p.step("trace")
 	}
-	p.step("clone", num(namespaces))
-	uidMap, gidMap := ids.maps()
-	setgroups := "allow"
-	if ids.rootless {
-		setgroups = "deny" // required before an unprivileged gid_map
-	}
-	p.step("idmap", uidMap, gidMap, setgroups)
 	p.step("mount", "tmpfs", stage, "tmpfs", num(mountNoExec), "size=1m,mode=0755")
 	p.step("mkdir", stage+newRoot, "493") // 0755
 	p.step("mkdir", stage+oldRoot, "448") // 0700
@@ -94,9 +87,8 @@ func jailPlan(ids idMapping, trace bool, mounts *plan) *plan {
 	return p
 }
 
-// framed is a part as the wire carries it: its length first, so that the
-// outer init reads no further than its part, and PID 1 knows when it has
-// all of its own without waiting for EOF.
+// framed is a part as the wire carries it: its length first, so that PID
+// 1 knows when it has all of a part without waiting for EOF.
 func (p *plan) framed() []byte {
 	out := binary.LittleEndian.AppendUint32(nil, uint32(p.buf.Len()))
 	return append(out, p.buf.Bytes()...)

@@ -99,18 +99,16 @@ func TestPlanOrder(t *testing.T) {
 }
 
 // The jail part is what a jail started ahead of its run (Start) does
-// before the run is known: the namespaces, the stage and the mounts. The
-// run's part repeats none of it.
+// before the run is known: the stage and the mounts (the namespaces and
+// id maps are the spawner's). The run's part repeats none of it.
 func TestJailPlan(t *testing.T) {
 	ids := hostIDs()
-	part := jailPlan(ids, false, &plan{}).framed()
+	part := jailPlan(false, &plan{}).framed()
 	if n := binary.LittleEndian.Uint32(part); int(n) != len(part)-4 {
 		t.Fatalf("frame says %d bytes, part has %d", n, len(part)-4)
 	}
 	steps := decode(t, part[4:])
 	order := [][]string{
-		{"clone", num(namespaces)},
-		{"idmap"},
 		{"mount", "tmpfs", stage},
 		{"pivot", stage, stage + oldRoot}, // host reachable under /oldroot
 		{"loopback_up"},
@@ -123,14 +121,14 @@ func TestJailPlan(t *testing.T) {
 		}
 		last = i
 	}
-	if len(steps) != 8 {
-		t.Fatalf("jail part has %d steps, want clone, idmap, the stage's 5 and loopback_up: %v", len(steps), steps)
+	if len(steps) != 6 {
+		t.Fatalf("jail part has %d steps, want the stage's 5 and loopback_up: %v", len(steps), steps)
 	}
 	mounts, err := mountPlan(testSpec(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	withMounts := decode(t, jailPlan(ids, false, mounts).buf.Bytes())
+	withMounts := decode(t, jailPlan(false, mounts).buf.Bytes())
 	if i := index(withMounts, "pivot", ".", "."); i < 0 || i < index(withMounts, "loopback_up") {
 		t.Fatalf("the mounts are not in the jail part, after the stage: %v", withMounts)
 	}

@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,16 +18,29 @@ import (
 	"github.com/microbox/microbox/cgroup"
 )
 
-// namespaces are the ones every jail gets (the outer init clones them).
-// The kernel creates the user namespace first, so it owns the others.
+// namespaces are the ones every jail gets (the spawner clones PID 1 into
+// them; PID 1 makes the cgroup namespace itself). The kernel creates the
+// user namespace first, so it owns the others.
 const namespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWNET |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
 
 // Run executes the spec in a fresh jail and returns its verdict. It never
 // returns nil: when the jail cannot be set up, the Result says
 // sandbox_error and why. Everything Run creates is gone when it returns.
+// It starts a spawner of its own; a caller with many runs keeps one
+// (Spawner.Run).
 func Run(ctx context.Context, s *Spec) *Result {
-	return Settle(RunEarly(ctx, s))
+	sp, err := NewSpawner()
+	if err != nil {
+		return sandboxError(err.Error())
+	}
+	defer sp.Close()
+	return sp.Run(ctx, s)
+}
+
+// Run is Run with the spawner sp.
+func (sp *Spawner) Run(ctx context.Context, s *Spec) *Result {
+	return Settle(sp.RunEarly(ctx, s))
 }
 
 // RunEarly is Run for a caller that can answer before the jail is gone
@@ -37,14 +48,14 @@ func Run(ctx context.Context, s *Spec) *Result {
 // ended and its output is closed, and a teardown that waits for the
 // jail's end (the kernel tearing down its namespaces takes about a
 // millisecond) and removes its cgroup. The caller must call teardown.
-func RunEarly(ctx context.Context, s *Spec) (res *Result, teardown func() error) {
+func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *Result, teardown func() error) {
 	if err := s.Validate(); err != nil {
 		return sandboxError(err.Error()), func() error { return nil }
 	}
 	sv := &supervisor{began: monotonic(), trace: s.Trace}
 	sh, err := ShapeOf(s)
 	if err == nil {
-		err = sv.start(sh)
+		err = sv.start(sp, sh)
 	}
 	return sv.finish(ctx, s, err)
 }
@@ -109,12 +120,12 @@ func (a Shape) Equal(b Shape) bool {
 
 // Start starts a jail for runs of shape sh and waits until its PID 1 is
 // ready for the run.
-func Start(sh Shape) (*Jail, error) {
+func (sp *Spawner) Start(sh Shape) (*Jail, error) {
 	if sh.mounts == nil {
 		return nil, errors.New("nsjail: start a jail: no shape (use ShapeOf)")
 	}
 	sv := &supervisor{began: monotonic()}
-	err := sv.start(sh)
+	err := sv.start(sp, sh)
 	if err == nil {
 		err = sv.awaitReady()
 	}
@@ -180,7 +191,7 @@ type supervisor struct {
 	spec   *Spec
 	trace  bool
 	cg     cgroup.Run
-	cmd    *exec.Cmd
+	pid    int // the jail's PID 1, our child; 0 until it is spawned
 	pipes  *pipes
 	events <-chan event
 	began  int64 // monotonic ns when the run was asked for
@@ -198,7 +209,7 @@ type supervisor struct {
 	killedFor string // the limit the supervisor enforced, if any
 	oomKilled bool
 
-	reaped  bool // the outer init has been waited for
+	reaped  bool // PID 1 has been waited for
 	waitErr error
 }
 
@@ -208,10 +219,10 @@ type event struct {
 	args []string
 }
 
-// start creates the run's cgroup, starts the outer init in it and sends
-// the plan's first part: the init creates the namespaces only once it has
-// it, so the whole jail is born inside the cgroup.
-func (sv *supervisor) start(sh Shape) error {
+// start creates the run's cgroup, has PID 1 cloned into its namespaces
+// and the cgroup (on v1 it moves PID 1 in before PID 1 may go on), and
+// sends the plan's first part.
+func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	if sh.cgroup != nil {
 		cg, err := cgroup.New(*sh.cgroup)
 		if err != nil {
@@ -226,49 +237,46 @@ func (sv *supervisor) start(sh Shape) error {
 	}
 	sv.pipes = p
 	sv.mark("pipes")
-	if err := sv.startInit(); err != nil {
+	if err := sv.spawn(sp); err != nil {
 		return err
 	}
 	p.closeChildEnds()
 	sv.mark("cloned")
 	sv.events = readEvents(p.statusR)
-	if sv.cg != nil {
-		if err := sv.cg.Enter(sv.cmd.Process.Pid); err != nil {
+	if sv.cg != nil && sv.cg.CloneFD() < 0 {
+		if err := sv.cg.Enter(sv.pid); err != nil {
 			return fmt.Errorf("start jail: %w", err)
 		}
 		sv.mark("cgroup-entered")
 	}
-	return writeAll(p.planW, jailPlan(hostIDs(), sv.trace, sh.mounts).framed())
-}
-
-// startInit re-execs this binary as the jail's outer init (init.c), which
-// creates the namespaces itself: with no namespace flags here, Go can start
-// it with a cheap vfork.
-func (sv *supervisor) startInit() error {
-	p := sv.pipes
-	attr := &syscall.SysProcAttr{
-		// If microbox dies, so does the outer init, and with it the jail.
-		Pdeathsig: syscall.SIGKILL,
+	if err := writeAll(p.planW, jailPlan(sv.trace, sh.mounts).framed()); err != nil {
+		return err
 	}
-	if sv.cg != nil && sv.cg.CloneFD() >= 0 {
-		attr.UseCgroupFD = true
-		attr.CgroupFD = sv.cg.CloneFD()
-	}
-	sv.cmd = &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"microbox-init"},
-		Env:         []string{initEnv + "=1"},
-		Stdin:       p.inR,
-		Stdout:      p.outW,
-		Stderr:      p.errW,
-		ExtraFiles:  []*os.File{p.planR, p.statusW}, // fds 3 and 4
-		SysProcAttr: attr,
-	}
-	if err := sv.cmd.Start(); err != nil {
-		sv.cmd = nil
+	if _, err := p.syncW.Write([]byte{'g'}); err != nil {
 		return fmt.Errorf("start jail: %w", err)
 	}
 	return nil
+}
+
+// spawn has the spawner clone PID 1, with the pipes' jail ends as its
+// descriptors 0 to 5, straight into the run's cgroup on v2.
+func (sv *supervisor) spawn(sp *Spawner) error {
+	p := sv.pipes
+	ids := hostIDs()
+	req := spawnRequest{flags: namespaces, setgroups: "allow"}
+	req.uidMap, req.gidMap = ids.maps()
+	if ids.rootless {
+		req.setgroups = "deny" // required before an unprivileged gid_map
+	}
+	files := []int{int(p.inR.Fd()), int(p.outW.Fd()), int(p.errW.Fd()),
+		int(p.planR.Fd()), int(p.statusW.Fd()), int(p.syncR.Fd())}
+	cgroupFD := -1
+	if sv.cg != nil {
+		cgroupFD = sv.cg.CloneFD()
+	}
+	pid, err := sp.spawn(req, files, cgroupFD)
+	sv.pid = pid
+	return err
 }
 
 // awaitReady waits until PID 1 reports that it waits for its run.
@@ -332,12 +340,24 @@ func (sv *supervisor) teardown() error {
 	return err
 }
 
-// reap waits for the outer init, once; it returns how the init ended.
+// reap waits for PID 1, once; it returns how PID 1 ended.
 func (sv *supervisor) reap() error {
-	if sv.cmd == nil || sv.reaped {
+	if sv.pid == 0 || sv.reaped {
 		return sv.waitErr
 	}
-	sv.waitErr = sv.cmd.Wait()
+	var ws unix.WaitStatus
+	_, err := unix.Wait4(sv.pid, &ws, 0, nil)
+	for err == unix.EINTR {
+		_, err = unix.Wait4(sv.pid, &ws, 0, nil)
+	}
+	switch {
+	case err != nil:
+		sv.waitErr = fmt.Errorf("wait for the jail: %w", err)
+	case ws.Signaled():
+		sv.waitErr = fmt.Errorf("PID 1 killed by %v", ws.Signal())
+	case ws.ExitStatus() != 0:
+		sv.waitErr = fmt.Errorf("PID 1 exit status %d", ws.ExitStatus())
+	}
 	sv.reaped = true
 	sv.mark("reaped")
 	return sv.waitErr
@@ -382,7 +402,7 @@ func (sv *supervisor) feedStdin(in io.Reader) {
 
 // abort kills a jail whose set-up failed and waits for it.
 func (sv *supervisor) abort() {
-	if sv.cmd == nil {
+	if sv.pid == 0 {
 		return
 	}
 	sv.kill("")
@@ -474,10 +494,11 @@ func (sv *supervisor) nextCPUCheck(used time.Duration) time.Duration {
 	return max(wait, time.Millisecond)
 }
 
-// kill ends the whole jail once: SIGKILL to the init takes every process
-// of its pid namespace with it; the cgroup kill is a second net.
+// kill ends the whole jail once: SIGKILL to PID 1 takes every process of
+// its pid namespace with it; the cgroup kill is a second net. PID 1 is
+// our child and not yet reaped, so its pid is still its own.
 func (sv *supervisor) kill(limit string) {
-	if sv.killedFor != "" || sv.gotExit {
+	if sv.killedFor != "" || sv.gotExit || sv.reaped {
 		return
 	}
 	sv.killedFor = limit
@@ -487,7 +508,7 @@ func (sv *supervisor) kill(limit string) {
 	if limit != "" {
 		sv.exited = monotonic()
 	}
-	sv.cmd.Process.Kill()
+	unix.Kill(sv.pid, unix.SIGKILL)
 	if sv.cg != nil {
 		sv.cg.Kill()
 	}
@@ -602,10 +623,11 @@ func (sv *supervisor) account(r *Result) {
 	sv.oomKilled = u.OOMKills > 0
 }
 
-// pipes are the descriptors between supervisor and init.
+// pipes are the descriptors between supervisor and PID 1.
 type pipes struct {
-	planR, planW     *os.File // the plan, to the init's fd 3
-	statusR, statusW *os.File // status lines, from the init's fd 4
+	planR, planW     *os.File // the plan, to PID 1's fd 3
+	statusR, statusW *os.File // status lines, from PID 1's fd 4
+	syncR, syncW     *os.File // go, to PID 1's fd 5; kept open until the teardown
 	inR, inW         *os.File
 	outR, outW       *os.File
 	errR, errW       *os.File
@@ -618,6 +640,10 @@ func newPipes() (*pipes, error) {
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
 	if p.statusR, p.statusW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	if p.syncR, p.syncW, err = os.Pipe(); err != nil {
 		p.closeAll()
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
@@ -636,10 +662,10 @@ func newPipes() (*pipes, error) {
 	return p, nil
 }
 
-// closeChildEnds closes the parent's copies of the init's ends, so that
+// closeChildEnds closes the parent's copies of PID 1's ends, so that
 // EOF on each pipe means the jail has let go of it.
 func (p *pipes) closeChildEnds() {
-	for _, f := range []*os.File{p.planR, p.statusW, p.inR, p.outW, p.errW} {
+	for _, f := range []*os.File{p.planR, p.statusW, p.syncR, p.inR, p.outW, p.errW} {
 		f.Close()
 	}
 }
@@ -648,7 +674,7 @@ func (p *pipes) closeAll() {
 	if p == nil {
 		return
 	}
-	for _, f := range []*os.File{p.planR, p.planW, p.statusR, p.statusW, p.inR, p.inW, p.outR, p.outW, p.errR, p.errW} {
+	for _, f := range []*os.File{p.planR, p.planW, p.statusR, p.statusW, p.syncR, p.syncW, p.inR, p.inW, p.outR, p.outW, p.errR, p.errW} {
 		if f != nil {
 			f.Close()
 		}

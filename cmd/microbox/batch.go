@@ -619,8 +619,15 @@ func (p *pool) start(todo <-chan *item) <-chan *item {
 			if p.cpus != nil {
 				pinWorker(p.cpus[w])
 			}
+			// A spawner per worker, started from its thread: a jail then
+			// costs a clone rather than an exec of microbox. If it cannot
+			// start, each run tries on its own and reports why.
+			sp, err := nsjail.NewSpawner()
+			if err == nil {
+				defer sp.Close()
+			}
 			for it := range todo {
-				p.runItem(it)
+				p.runItem(it, sp)
 				done <- it
 			}
 		})
@@ -633,8 +640,8 @@ func (p *pool) start(todo <-chan *item) <-chan *item {
 }
 
 // pinWorker ties the calling goroutine to its OS thread and that thread to
-// cpu. nsjail.Run forks the jail from the calling thread, so the jail and
-// its program inherit the affinity. It is a placement, not a boundary: a
+// cpu. The worker's spawner is started from that thread, and the jails it
+// clones, with their programs, inherit the affinity. It is a placement, not a boundary: a
 // program may widen its own affinity (cpu.max still caps what it uses).
 // The thread is never unlocked, so it ends with the worker instead of
 // returning pinned to the runtime's pool.
@@ -645,9 +652,9 @@ func pinWorker(cpu int) {
 	unix.SchedSetaffinity(0, &set)
 }
 
-// runItem decodes and runs one task; a task that cannot run gets a
-// sandbox_error result saying why.
-func (p *pool) runItem(it *item) {
+// runItem decodes and runs one task with the spawner sp (nil: one of its
+// own); a task that cannot run gets a sandbox_error result saying why.
+func (p *pool) runItem(it *item, sp *nsjail.Spawner) {
 	if p.ctx.Err() != nil {
 		it.skipped = true
 		return
@@ -667,6 +674,8 @@ func (p *pool) runItem(it *item) {
 	if err != nil {
 		msg := err.Error()
 		it.res.Result = &nsjail.Result{Status: nsjail.StatusSandboxError, Error: &msg, Cgroup: "none"}
+	} else if sp != nil {
+		it.res.Result = sp.Run(p.ctx, s)
 	} else {
 		it.res.Result = nsjail.Run(p.ctx, s)
 	}

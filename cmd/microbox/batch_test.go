@@ -296,7 +296,7 @@ func TestBatchInterrupt(t *testing.T) {
 		got = append(append(got, sc.Bytes()...), '\n')
 	}
 	waitForJails(t, cmd.Process.Pid, 2)
-	jails := jailPids(t, cmd.Process.Pid)
+	jails := descendants(t, cmd.Process.Pid)
 	cmd.Process.Signal(syscall.SIGINT)
 	for sc.Scan() {
 		got = append(append(got, sc.Bytes()...), '\n')

@@ -421,8 +421,8 @@ time.sleep(60)`)
 	}
 	buf := make([]byte, 16)
 	stdout.Read(buf) // the jail is up
-	pids := jailPids(t, cmd.Process.Pid)
-	if len(pids) == 0 {
+	pids := descendants(t, cmd.Process.Pid) // the spawner with the jail
+	if len(jailPids(t, cmd.Process.Pid)) == 0 {
 		t.Fatal("found no jail processes under microbox")
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
@@ -443,8 +443,21 @@ time.sleep(60)`)
 	assertNoRunCgroups(t)
 }
 
-// jailPids lists the descendants of pid.
+// jailPids lists the descendants of pid in other pid namespaces than
+// pid's: the jails' processes, without a spawner.
 func jailPids(t *testing.T, pid int) []int {
+	var out []int
+	own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	for _, p := range descendants(t, pid) {
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); err == nil && ns != own {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// descendants lists the descendants of pid.
+func descendants(t *testing.T, pid int) []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {

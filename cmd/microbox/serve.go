@@ -92,7 +92,14 @@ SIGINT stop the server and the runs it has under way.`,
 			if warm < 0 {
 				return usagef("--warm %d: give 0 or more jails", warm)
 			}
-			return serve(socket, newWarmPool(warm))
+			// Started here, on a goroutine no one locks to its thread:
+			// the jails' parent-death signal follows that thread.
+			sp, err := nsjail.NewSpawner()
+			if err != nil {
+				return err
+			}
+			defer sp.Close()
+			return serve(socket, newWarmPool(warm, sp))
 		},
 	}
 	c.Flags().StringVar(&socket, "socket", "", "socket to listen on (default: $"+socketEnv+", else "+defaultSocket+")")

@@ -1,10 +1,10 @@
 package main
 
-// The server's jails started ahead of their runs (nsjail.Start): a run that
-// finds one ready skips the cgroup, the init's start, the namespaces'
-// creation and the mounts, and is left with its files and the program's
-// start. Each jail runs one program, as a cold one would; the pool only
-// moves the set-up off the caller's clock.
+// The server's jails, all started by one nsjail.Spawner, and those started
+// ahead of their runs (Spawner.Start): a run that finds one ready skips the
+// cgroup, the namespaces' creation and the mounts, and is left with its
+// files and the program's start. Each jail runs one program, as a cold one
+// would; the pool only moves the set-up off the caller's clock.
 
 import (
 	"context"
@@ -19,7 +19,8 @@ import (
 // mounts) of the last run asked for: callers send the same flags run after
 // run, and a run of another shape makes the pool start over with that one.
 type warmPool struct {
-	size int
+	size    int
+	spawner *nsjail.Spawner
 
 	mu       sync.Mutex
 	shape    nsjail.Shape // what ready jails were started for
@@ -31,7 +32,9 @@ type warmPool struct {
 	failing  bool // the last start failed: wait for the next run to retry
 }
 
-func newWarmPool(size int) *warmPool { return &warmPool{size: size} }
+func newWarmPool(size int, sp *nsjail.Spawner) *warmPool {
+	return &warmPool{size: size, spawner: sp}
+}
 
 // run runs s in a ready jail, or in a fresh one when none fits; the
 // caller must call teardown (see nsjail.RunEarly).
@@ -44,7 +47,7 @@ func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) (res *nsjail.Result,
 			}
 		}
 	}
-	return nsjail.RunEarly(ctx, s)
+	return p.spawner.RunEarly(ctx, s)
 }
 
 // take returns a ready jail of the shape, or nil; refill, once the run is
@@ -96,7 +99,7 @@ func (p *warmPool) fill() {
 }
 
 func (p *warmPool) start(shape nsjail.Shape, gen int) {
-	j, err := nsjail.Start(shape)
+	j, err := p.spawner.Start(shape)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting--
@@ -114,6 +117,7 @@ func (p *warmPool) start(shape nsjail.Shape, gen int) {
 }
 
 // close ends the ready jails; those still starting end as they come.
+// The spawner stays for them: it ends with the server.
 func (p *warmPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

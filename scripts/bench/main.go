@@ -6,7 +6,7 @@
 // comparable isolation (bubblewrap, `unshare` alone, firejail when it is
 // installed), interleaving the variants so that load on the machine hits
 // them alike. It reports latency serially and under concurrency, the peak
-// memory of microbox's supervisor, outer init and PID 1 (resident and
+// memory of microbox's supervisor, jail spawner and PID 1 (resident and
 // anonymous), and the median time of each set-up phase from `microbox exec
 // --json --trace`. With -baseline it also times an earlier microbox binary
 // in the same rounds, in-process and through a server of its own, for a
@@ -603,23 +603,42 @@ func measureAlone(cfg *config, vs []*variant, workers int, rep *report, servers 
 }
 
 // cpuTime is the CPU time used so far by the bench's reaped children
-// (with what they reaped) and by the servers (with what they reaped).
+// (with what they reaped), by the servers (with what they reaped) and by
+// the servers' living children: their jail spawner, whose clones of the
+// jails are its own CPU time until the server exits, and the jails started
+// ahead. A child counted alive and later reaped is not counted twice: the
+// difference of two readings adds only what it used in between.
 func cpuTime(servers []int) time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
 	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	for _, pid := range servers {
-		// Fields 14-17 of /proc/PID/stat: utime, stime, cutime, cstime.
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
+		total += procCPU(pid, true)
+		for _, child := range childrenOf(pid) {
+			total += procCPU(child, false)
 		}
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		for _, f := range fields[11:15] {
-			ticks, _ := strconv.ParseInt(f, 10, 64)
-			total += time.Duration(ticks) * time.Second / clockTicks
-		}
+	}
+	return total
+}
+
+// procCPU reads a process's user and system time from /proc/PID/stat
+// (fields 14-17: utime, stime, cutime, cstime), with its reaped
+// children's if reaped is true.
+func procCPU(pid int, reaped bool) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	end := 13
+	if reaped {
+		end = 15
+	}
+	var total time.Duration
+	for _, f := range fields[11:end] {
+		ticks, _ := strconv.ParseInt(f, 10, 64)
+		total += time.Duration(ticks) * time.Second / clockTicks
 	}
 	return total
 }
@@ -696,9 +715,9 @@ func (m *procMem) sample(pid int) {
 	m.anon = max(m.anon, anon(pid))
 }
 
-// procPeak is what one sampled microbox run showed: the supervisor, the
-// outer init (its child), the jail's PID 1 (the outer init's child) and
-// the program (PID 1's child).
+// procPeak is what one sampled microbox run showed: the supervisor, its
+// jail spawner and the jail's PID 1 (both its children) and the program
+// (PID 1's child).
 type procPeak struct {
 	sup, init, pid1, prog procMem
 	initComm              string
@@ -734,10 +753,10 @@ func measureMemory(cfg *config, rep *report) *memReport {
 	return m
 }
 
-var errUnseen = errors.New("the sampler never saw the inits and the program in /proc")
+var errUnseen = errors.New("the sampler never saw the spawner, PID 1 and the program in /proc")
 
 // sampleMicrobox runs the sleeper under microbox and polls /proc for the
-// supervisor, the outer init, PID 1 and the program.
+// supervisor, the spawner, PID 1 and the program.
 func sampleMicrobox(cfg *config) (procPeak, error) {
 	mb, _ := filepath.Abs(cfg.microbox)
 	cmd := exec.Command(mb, "exec", "--mem", "256M", "--timeout", "5s", "-c", sleeper)
@@ -750,7 +769,6 @@ func sampleMicrobox(cfg *config) (procPeak, error) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var p procPeak
-	initPid := 0
 	for {
 		select {
 		case err := <-done:
@@ -759,45 +777,44 @@ func sampleMicrobox(cfg *config) (procPeak, error) {
 			}
 			return p, err
 		case <-tick.C:
-			initPid = observe(cmd.Process.Pid, initPid, &p)
+			observe(cmd.Process.Pid, &p)
 		}
 	}
 }
 
-// observe samples the supervisor, the inits and the program once and
-// returns the outer init's pid, once it is known.
-func observe(sup, initPid int, p *procPeak) int {
+// observe samples the supervisor, the spawner, PID 1 and the program once.
+// The supervisor's children that have exec'd are the spawner, in the
+// supervisor's pid namespace, and PID 1, in a new one; a child that has
+// not exec'd is a fork of the supervisor, showing its memory (the spawner
+// before its exec, or the child Go's os package starts once to check that
+// pidfds work).
+func observe(sup int, p *procPeak) {
 	p.sup.sample(sup)
-	if initPid == 0 {
-		if initPid = execdChild(sup); initPid == 0 {
-			return 0
+	own := comm(sup)
+	for _, k := range childrenOf(sup) {
+		c := comm(k)
+		if c == "" || c == own {
+			continue
 		}
-		p.initComm = comm(initPid)
-	}
-	p.init.sample(initPid)
-	for _, pid1 := range childrenOf(initPid) {
-		p.pid1.sample(pid1)
-		for _, prog := range childrenOf(pid1) {
-			if comm(prog) != p.initComm { // not before its execve
+		if samePidNS(sup, k) {
+			p.init.sample(k)
+			p.initComm = c
+			continue
+		}
+		p.pid1.sample(k)
+		for _, prog := range childrenOf(k) {
+			if comm(prog) != c { // not before its execve
 				p.prog.sample(prog)
 			}
 		}
 	}
-	return initPid
 }
 
-// execdChild is the child of sup that has exec'd, 0 while there is none.
-// A child that has not is a fork of the supervisor, showing its memory:
-// the init before its exec, or the child Go's os package starts once to
-// check that pidfds work.
-func execdChild(sup int) int {
-	own := comm(sup)
-	for _, k := range childrenOf(sup) {
-		if c := comm(k); c != "" && c != own {
-			return k
-		}
-	}
-	return 0
+// samePidNS reports whether processes a and b are in one pid namespace.
+func samePidNS(a, b int) bool {
+	na, errA := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", a))
+	nb, errB := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", b))
+	return errA == nil && errB == nil && na == nb
 }
 
 // anon is a process's resident anonymous memory in KiB, 0 when it cannot
@@ -1191,13 +1208,13 @@ func renderMemory(b *strings.Builder, m *memReport) {
 		"mounts and page tables aside). Bare python's figures are wait4's ru_maxrss.\n\n", sleeper)
 	b.WriteString("| process | VmHWM KiB | anonymous KiB |\n|---|--:|--:|\n")
 	fmt.Fprintf(b, "| microbox supervisor | %.0f | %.0f |\n", m.Supervisor, m.SupAnon)
-	fmt.Fprintf(b, "| outer init (comm `%s`) | %.0f | %.0f |\n", m.InitName, m.Init, m.InitAnon)
+	fmt.Fprintf(b, "| jail spawner (comm `%s`) | %.0f | %.0f |\n", m.InitName, m.Init, m.InitAnon)
 	fmt.Fprintf(b, "| the jail's PID 1 | %.0f | %.0f |\n", m.PID1, m.PID1Anon)
 	fmt.Fprintf(b, "| python inside microbox (sleep) | %.0f | |\n", m.InnerPython)
 	fmt.Fprintf(b, "| bare python `print(1)` | %.0f | |\n", m.BarePrint)
 	fmt.Fprintf(b, "| bare python (sleep) | %.0f | |\n", m.BareSleep)
 	hwmSum, anonSum := m.Supervisor+m.Init+m.PID1, m.SupAnon+m.InitAnon+m.PID1Anon
-	fmt.Fprintf(b, "| **supervisor + inits beyond python** | **%.0f** (%.1f MiB) | **%.0f** (%.1f MiB) |\n\n",
+	fmt.Fprintf(b, "| **supervisor, spawner and PID 1 beyond python** | **%.0f** (%.1f MiB) | **%.0f** (%.1f MiB) |\n\n",
 		hwmSum, hwmSum/1024, anonSum, anonSum/1024)
 	b.WriteString("Goal: ≤ 3 MiB per run beyond python's own.\n\n")
 	if m.SamplingError != "" {

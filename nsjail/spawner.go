@@ -1,0 +1,161 @@
+package nsjail
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Spawner starts jails: a small process of this binary (the spawner in
+// init.c, which never starts Go) that clones each jail's PID 1 into its
+// namespaces as a child of the calling process. A jail then costs a clone
+// of that small process instead of an exec of this binary, which is most of
+// what starting a jail cost the CPU (BENCHMARKS.md); `microbox serve` keeps
+// one for all its runs, a one-shot run starts one for itself.
+//
+// The jails' parent-death signal follows the thread that called NewSpawner
+// (Linux ties it to the parent thread): Go ends a thread only when a
+// goroutine locked to it returns, so call NewSpawner from a goroutine that
+// is not locked, or that stays locked for as long as its jails run.
+type Spawner struct {
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	sock int // our end of a SOCK_SEQPACKET pair; blocking
+}
+
+// NewSpawner starts a spawner.
+func NewSpawner() (*Spawner, error) {
+	sp := &Spawner{sock: -1}
+	if err := sp.startLocked(); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+func (sp *Spawner) startLocked() error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("start the jail spawner: socketpair: %w", err)
+	}
+	theirs := os.NewFile(uintptr(fds[1]), "spawner socket")
+	defer theirs.Close()
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{"microbox-spawner"},
+		Env:        []string{initEnv + "=spawner"},
+		ExtraFiles: []*os.File{theirs}, // fd 3
+		// If microbox dies, so does the spawner; its jails have their own
+		// parent-death signal (init.c).
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	if err := cmd.Start(); err != nil {
+		unix.Close(fds[0])
+		return fmt.Errorf("start the jail spawner: %w", err)
+	}
+	sp.cmd, sp.sock = cmd, fds[0]
+	return nil
+}
+
+// Close ends the spawner. Jails it started run on: they are the caller's.
+func (sp *Spawner) Close() error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.stopLocked()
+}
+
+// stopLocked closes the socket, at which the spawner exits, and reaps it.
+func (sp *Spawner) stopLocked() error {
+	if sp.cmd == nil {
+		return nil
+	}
+	unix.Close(sp.sock)
+	err := sp.cmd.Wait()
+	sp.cmd, sp.sock = nil, -1
+	if err != nil {
+		return fmt.Errorf("jail spawner: %w", err)
+	}
+	return nil
+}
+
+// spawnRequest is what the spawner needs to clone a PID 1: its namespaces
+// and id maps. Everything else PID 1 reads from its plan.
+type spawnRequest struct {
+	flags                     uint64
+	uidMap, gidMap, setgroups string
+}
+
+func (r spawnRequest) encode() []byte {
+	b := binary.LittleEndian.AppendUint64(nil, r.flags)
+	for _, s := range []string{r.uidMap, r.gidMap, r.setgroups} {
+		b = append(append(b, s...), 0)
+	}
+	return b
+}
+
+// errSpawnerGone says a request did not reach the spawner, which had died:
+// nothing was started, and a new spawner may take the request.
+var errSpawnerGone = errors.New("the jail spawner is gone")
+
+// spawn asks for a PID 1 with descriptors files as its 0 to 5 (stdin,
+// stdout, stderr, plan, status, sync), cloned into the cgroup v2 directory
+// cgroupFD unless it is negative. It returns PID 1's pid, which the caller
+// must reap even when err is not nil (then it has been killed).
+func (sp *Spawner) spawn(req spawnRequest, files []int, cgroupFD int) (pid int, err error) {
+	if cgroupFD >= 0 {
+		files = append(files, cgroupFD)
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	pid, err = sp.roundTrip(req.encode(), unix.UnixRights(files...))
+	if errors.Is(err, errSpawnerGone) {
+		// Killed in the meantime (by the OOM killer, say): start another.
+		sp.stopLocked()
+		if err = sp.startLocked(); err == nil {
+			pid, err = sp.roundTrip(req.encode(), unix.UnixRights(files...))
+		}
+	}
+	return pid, err
+}
+
+func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {
+	if sp.cmd == nil {
+		return 0, errors.New("start jail: the spawner is closed")
+	}
+	for {
+		err := unix.Sendmsg(sp.sock, msg, oob, nil, unix.MSG_NOSIGNAL)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EPIPE || err == unix.ECONNRESET {
+			return 0, errSpawnerGone
+		}
+		if err != nil {
+			return 0, fmt.Errorf("start jail: send to the spawner: %w", err)
+		}
+		break
+	}
+	reply := make([]byte, 4+1024)
+	for {
+		n, _, _, _, err := unix.Recvmsg(sp.sock, reply, nil, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n < 4 {
+			// It died with the request: whatever it cloned dies at the
+			// sync pipe's EOF, but is ours to reap and we do not know it.
+			sp.stopLocked()
+			return 0, fmt.Errorf("start jail: the spawner died (%v)", err)
+		}
+		pid := int(int32(binary.LittleEndian.Uint32(reply)))
+		if n > 4 {
+			return pid, fmt.Errorf("start jail: %s", reply[4:n])
+		}
+		return pid, nil
+	}
+}

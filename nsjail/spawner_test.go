@@ -1,0 +1,149 @@
+package nsjail
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/cgroup"
+)
+
+// PID 1 is the caller's child (the spawner clones it with CLONE_PARENT),
+// in a pid namespace of its own and in the run's cgroup, whose cgroup
+// namespace is rooted there: the program sees "/" in every hierarchy.
+func TestSpawnerJailIsOurs(t *testing.T) {
+	needNamespaces(t)
+	limits := cgroup.Limits{Memory: 128 << 20, Pids: 64}
+	j := startFor(t, specWith(limits))
+	pid := j.sv.pid
+	if got := parentOf(t, pid); got != os.Getpid() {
+		t.Fatalf("PID 1 (%d) is the child of %d, want this process (%d)", pid, got, os.Getpid())
+	}
+	own, _ := os.Readlink("/proc/self/ns/pid")
+	if ns, _ := os.Readlink("/proc/" + itoa(pid) + "/ns/pid"); ns == own || ns == "" {
+		t.Fatalf("PID 1 is in pid namespace %q, ours is %q", ns, own)
+	}
+	cgroupDirs(t, pid) // fails unless PID 1 is in a cgroup of its own
+
+	s := specWith(limits)
+	s.Argv = []string{"/usr/bin/python3", "-c", "print(open('/proc/self/cgroup').read(), end='')"}
+	s.Capture = true
+	r := Settle(j.Run(context.Background(), s, shapeOf(t, s)))
+	if r.Status != StatusOK || r.Stdout == "" {
+		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
+	}
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		if !strings.HasSuffix(line, ":/") {
+			t.Errorf("the program sees a cgroup path outside its own: %q", line)
+		}
+	}
+}
+
+// A spawner that died (the OOM killer, say) is replaced at the next
+// request, which runs as if nothing happened.
+func TestSpawnerRestarts(t *testing.T) {
+	needNamespaces(t)
+	sp := testSpawner(t)
+	dead := sp.cmd.Process.Pid
+	syscall.Kill(dead, syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for processState(dead) != "Z" { // gone but not reaped: its socket is closed
+		if time.Now().After(deadline) {
+			t.Fatalf("spawner %d did not die", dead)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s := testSpec()
+	s.Argv = []string{"/usr/bin/python3", "-c", "print('again')"}
+	s.Capture = true
+	if r := sp.Run(context.Background(), s); r.Status != StatusOK || r.Stdout != "again\n" {
+		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
+	}
+	if sp.cmd.Process.Pid == dead {
+		t.Fatal("the dead spawner was not replaced")
+	}
+	if _, err := os.Stat("/proc/" + itoa(dead)); err == nil {
+		t.Fatalf("the dead spawner %d was not reaped", dead)
+	}
+}
+
+// A malformed request is answered with an error, nothing is cloned, and
+// the spawner serves the next request.
+func TestSpawnerRefusesMalformedRequests(t *testing.T) {
+	needNamespaces(t)
+	sp := testSpawner(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	good := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny"}.encode()
+	for name, c := range map[string]struct {
+		msg []byte
+		fds []int
+	}{
+		"two descriptors":   {good, []int{int(r.Fd()), int(w.Fd())}},
+		"no strings":        {good[:8], fds6(r, w)},
+		"unterminated maps": {good[:len(good)-1], fds6(r, w)},
+		"short":             {[]byte{1, 2, 3}, fds6(r, w)},
+	} {
+		sp.mu.Lock()
+		pid, err := sp.roundTrip(c.msg, unix.UnixRights(c.fds...))
+		sp.mu.Unlock()
+		if err == nil || pid != 0 || !strings.Contains(err.Error(), "spawner:") {
+			t.Errorf("%s: pid %d, error %v; want a refusal", name, pid, err)
+		}
+	}
+	s := testSpec()
+	s.Argv = []string{"/usr/bin/python3", "-c", "print('still here')"}
+	s.Capture = true
+	if res := sp.Run(context.Background(), s); res.Status != StatusOK || res.Stdout != "still here\n" {
+		t.Fatalf("status %s stdout %q error %v", res.Status, res.Stdout, deref(res.Error))
+	}
+}
+
+func fds6(r, w *os.File) []int {
+	return []int{int(r.Fd()), int(w.Fd()), int(w.Fd()), int(r.Fd()), int(w.Fd()), int(r.Fd())}
+}
+
+// parentOf and processState read /proc/PID/stat.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	f := statFields(pid)
+	if len(f) < 2 {
+		t.Fatalf("no /proc/%d/stat", pid)
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+func processState(pid int) string {
+	if f := statFields(pid); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// statFields are the fields of /proc/PID/stat after the command name.
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
