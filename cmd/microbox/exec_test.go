@@ -420,7 +420,7 @@ time.sleep(60)`)
 		t.Fatal(err)
 	}
 	buf := make([]byte, 16)
-	stdout.Read(buf) // the jail is up
+	stdout.Read(buf)                        // the jail is up
 	pids := descendants(t, cmd.Process.Pid) // the spawner with the jail
 	if len(jailPids(t, cmd.Process.Pid)) == 0 {
 		t.Fatal("found no jail processes under microbox")
