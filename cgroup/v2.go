@@ -123,13 +123,53 @@ func v2Parent(requested string, controllers []string) (string, error) {
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", delegationError(own, err)
 	}
-	if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
-		return "", delegationError(own, err)
+	for _, pid := range append([]int{os.Getpid()}, helpersIn(own)...) {
+		if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return "", delegationError(own, err)
+		}
 	}
 	if err := enableControllers(own, controllers); err != nil {
 		return "", delegationError(own, err)
 	}
 	return own, nil
+}
+
+// helpersIn lists microbox's helper processes in group: its children in
+// its own pid namespace (the jail spawner; a jail's PID 1 is in a pid
+// namespace of its own). They go into the leaf with microbox.
+func helpersIn(group string) []int {
+	procs, err := os.ReadFile(filepath.Join(mountRoot, group, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	me := os.Getpid()
+	ownNS, _ := os.Readlink("/proc/self/ns/pid")
+	var helpers []int
+	for _, f := range strings.Fields(string(procs)) {
+		pid, _ := strconv.Atoi(f)
+		if pid == me || parentOf(pid) != me {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err == nil && ns == ownNS {
+			helpers = append(helpers, pid)
+		}
+	}
+	return helpers
+}
+
+// parentOf is pid's parent, from /proc/PID/stat; 0 if unknown.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // isHierarchyRoot reports whether the cgroup mounted at mountRoot is the
