@@ -26,12 +26,12 @@ import (
 type Spawner struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	sock int // our end of a SOCK_SEQPACKET pair; blocking
+	sock *os.File // our end of a SOCK_SEQPACKET pair, in Go's poller
 }
 
 // NewSpawner starts a spawner.
 func NewSpawner() (*Spawner, error) {
-	sp := &Spawner{sock: -1}
+	sp := &Spawner{}
 	if err := sp.startLocked(); err != nil {
 		return nil, err
 	}
@@ -45,6 +45,13 @@ func (sp *Spawner) startLocked() error {
 	}
 	theirs := os.NewFile(uintptr(fds[1]), "spawner socket")
 	defer theirs.Close()
+	// Ours waits in Go's poller, not in a blocked thread: a thread blocked
+	// in a system call keeps the runtime's monitor polling every 20 µs.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		return fmt.Errorf("start the jail spawner: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "spawner socket")
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"microbox-spawner"},
@@ -55,10 +62,10 @@ func (sp *Spawner) startLocked() error {
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
 	if err := cmd.Start(); err != nil {
-		unix.Close(fds[0])
+		ours.Close()
 		return fmt.Errorf("start the jail spawner: %w", err)
 	}
-	sp.cmd, sp.sock = cmd, fds[0]
+	sp.cmd, sp.sock = cmd, ours
 	return nil
 }
 
@@ -74,9 +81,9 @@ func (sp *Spawner) stopLocked() error {
 	if sp.cmd == nil {
 		return nil
 	}
-	unix.Close(sp.sock)
+	sp.sock.Close()
 	err := sp.cmd.Wait()
-	sp.cmd, sp.sock = nil, -1
+	sp.cmd, sp.sock = nil, nil
 	if err != nil {
 		return fmt.Errorf("jail spawner: %w", err)
 	}
@@ -127,35 +134,43 @@ func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {
 	if sp.cmd == nil {
 		return 0, errors.New("start jail: the spawner is closed")
 	}
-	for {
-		err := unix.Sendmsg(sp.sock, msg, oob, nil, unix.MSG_NOSIGNAL)
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EPIPE || err == unix.ECONNRESET {
-			return 0, errSpawnerGone
-		}
-		if err != nil {
-			return 0, fmt.Errorf("start jail: send to the spawner: %w", err)
-		}
-		break
+	rc, err := sp.sock.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("start jail: %w", err)
+	}
+	var sendErr error
+	err = rc.Write(func(fd uintptr) bool {
+		sendErr = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL)
+		return sendErr != unix.EAGAIN && sendErr != unix.EINTR
+	})
+	switch {
+	case err == nil && (sendErr == unix.EPIPE || sendErr == unix.ECONNRESET):
+		return 0, errSpawnerGone
+	case err == nil && sendErr != nil:
+		err = sendErr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("start jail: send to the spawner: %w", err)
 	}
 	reply := make([]byte, 4+1024)
-	for {
-		n, _, _, _, err := unix.Recvmsg(sp.sock, reply, nil, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n < 4 {
-			// It died with the request: whatever it cloned dies at the
-			// sync pipe's EOF, but is ours to reap and we do not know it.
-			sp.stopLocked()
-			return 0, fmt.Errorf("start jail: the spawner died (%v)", err)
-		}
-		pid := int(int32(binary.LittleEndian.Uint32(reply)))
-		if n > 4 {
-			return pid, fmt.Errorf("start jail: %s", reply[4:n])
-		}
-		return pid, nil
+	var n int
+	var recvErr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, _, _, _, recvErr = unix.Recvmsg(int(fd), reply, nil, 0)
+		return recvErr != unix.EAGAIN && recvErr != unix.EINTR
+	})
+	if err == nil {
+		err = recvErr
 	}
+	if err != nil || n < 4 {
+		// It died with the request: whatever it cloned dies at the sync
+		// pipe's EOF, but is ours to reap and we do not know it.
+		sp.stopLocked()
+		return 0, fmt.Errorf("start jail: the spawner died (%v)", err)
+	}
+	pid := int(int32(binary.LittleEndian.Uint32(reply)))
+	if n > 4 {
+		return pid, fmt.Errorf("start jail: %s", reply[4:n])
+	}
+	return pid, nil
 }
