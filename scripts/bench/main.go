@@ -558,6 +558,18 @@ type aloneRow struct {
 	// own and their reaped jails'.
 	CPU     float64 `json:"cpu_ms_per_run"`
 	OverCPU float64 `json:"cpu_over_python_ms"`
+	// Where CPU went, ms per run: Caller is the processes the bench
+	// started and what they reaped (for in-process microbox, all of it);
+	// Server, a server's own threads; Alive, its living children (the
+	// jail spawner, jails started ahead); Reaped, the jails it reaped.
+	// Machine is every CPU's busy time (/proc/stat), kernel threads
+	// included (a network namespace's teardown runs in one), and anything
+	// else the machine ran meanwhile.
+	Caller  float64 `json:"caller_cpu_ms_per_run"`
+	Server  float64 `json:"server_cpu_ms_per_run"`
+	Alive   float64 `json:"server_children_cpu_ms_per_run"`
+	Reaped  float64 `json:"server_reaped_cpu_ms_per_run"`
+	Machine float64 `json:"machine_busy_ms_per_run"`
 }
 
 // measureAlone runs each of python and microbox's variants on its own,
@@ -576,6 +588,7 @@ func measureAlone(cfg *config, vs []*variant, workers int, rep *report, servers 
 		rounds([]*variant{v}, min(cfg.warmup, 2), 0, cfg.timeout, 0, nil)
 		time.Sleep(200 * time.Millisecond) // the warm-up's jails started ahead are ready
 		cpu0 := cpuTime(servers)
+		busy0 := machineBusy()
 		start := time.Now()
 		for range workers {
 			done.Add(1)
@@ -586,12 +599,16 @@ func measureAlone(cfg *config, vs []*variant, workers int, rep *report, servers 
 		}
 		done.Wait()
 		elapsed := time.Since(start).Seconds()
-		cpu := cpuTime(servers) - cpu0
+		busy := machineBusy() - busy0
+		cpu := cpuTime(servers).minus(cpu0)
 		rep.Failures = append(rep.Failures, rec.failures...)
 		r := aloneRow{Variant: v.Name, Runs: len(rec.ms[v.Name]), Failed: len(rec.failures)}
 		r.Rate = float64(r.Runs) / elapsed
-		if r.Runs > 0 {
-			r.CPU = msOf(cpu) / float64(r.Runs+r.Failed)
+		if n := float64(r.Runs + r.Failed); n > 0 {
+			r.CPU = msOf(cpu.total()) / n
+			r.Caller, r.Server = msOf(cpu.caller)/n, msOf(cpu.server)/n
+			r.Alive, r.Reaped = msOf(cpu.alive)/n, msOf(cpu.reaped)/n
+			r.Machine = msOf(busy) / n
 		}
 		b.Rows = append(b.Rows, r)
 	}
@@ -602,45 +619,71 @@ func measureAlone(cfg *config, vs []*variant, workers int, rep *report, servers 
 	return b
 }
 
-// cpuTime is the CPU time used so far by the bench's reaped children
-// (with what they reaped), by the servers (with what they reaped) and by
-// the servers' living children: their jail spawner, whose clones of the
-// jails are its own CPU time until the server exits, and the jails started
-// ahead. A child counted alive and later reaped is not counted twice: the
-// difference of two readings adds only what it used in between.
-func cpuTime(servers []int) time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
-	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	for _, pid := range servers {
-		total += procCPU(pid, true)
-		for _, child := range childrenOf(pid) {
-			total += procCPU(child, false)
-		}
-	}
-	return total
+// cpuParts is the CPU time used so far by the bench's reaped children
+// (with what they reaped), by the servers, by the servers' living children
+// (their jail spawner, whose clones of the jails are its own CPU time
+// until the server exits, and the jails started ahead) and by what the
+// servers reaped. A child counted alive and later reaped is not counted
+// twice: the difference of two readings adds only what it used in between.
+type cpuParts struct{ caller, server, alive, reaped time.Duration }
+
+func (a cpuParts) minus(b cpuParts) cpuParts {
+	return cpuParts{a.caller - b.caller, a.server - b.server, a.alive - b.alive, a.reaped - b.reaped}
 }
 
-// procCPU reads a process's user and system time from /proc/PID/stat
-// (fields 14-17: utime, stime, cutime, cstime), with its reaped
-// children's if reaped is true.
-func procCPU(pid int, reaped bool) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+func (a cpuParts) total() time.Duration { return a.caller + a.server + a.alive + a.reaped }
+
+func cpuTime(servers []int) cpuParts {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	p := cpuParts{caller: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	for _, pid := range servers {
+		own, reaped := procCPU(pid)
+		p.server += own
+		p.reaped += reaped
+		for _, child := range childrenOf(pid) {
+			c, _ := procCPU(child)
+			p.alive += c
+		}
+	}
+	return p
+}
+
+// machineBusy is the time all CPUs spent busy so far (/proc/stat: user,
+// nice, system, irq and softirq; idle, iowait and steal left out).
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0
 	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		if i < len(f) {
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			ticks += v
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// procCPU reads a process's own user and system time and its reaped
+// children's from /proc/PID/stat (fields 14-17: utime, stime, cutime,
+// cstime).
+func procCPU(pid int) (own, reaped time.Duration) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0
+	}
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	end := 13
-	if reaped {
-		end = 15
-	}
-	var total time.Duration
-	for _, f := range fields[11:end] {
+	var t [4]time.Duration
+	for i, f := range fields[11:15] {
 		ticks, _ := strconv.ParseInt(f, 10, 64)
-		total += time.Duration(ticks) * time.Second / clockTicks
+		t[i] = time.Duration(ticks) * time.Second / clockTicks
 	}
-	return total
+	return t[0] + t[1], t[2] + t[3]
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on every
@@ -1179,6 +1222,18 @@ func renderAlone(b *strings.Builder, blocks []aloneBlock) {
 		for _, r := range bl.Rows {
 			fmt.Fprintf(b, "| %d | %s | %d | %d | %.1f | %.2f | %.1f | %+.1f |\n", bl.Workers, r.Variant, r.Runs, r.Failed, r.Rate, r.Ratio, r.CPU, r.OverCPU)
 		}
+	}
+	b.WriteString("\n")
+	bl := blocks[0]
+	fmt.Fprintf(b, "Where the CPU time went, ms per run (%d worker%s): the processes the bench started "+
+		"(the caller: python, or microbox in-process with its spawner and jail, or the client of a server), "+
+		"a server's own threads, its living children (the spawner, the jails ahead) and the jails it reaped "+
+		"(PID 1 and the program). The machine's busy time also counts kernel threads (the teardown of a "+
+		"network namespace runs in one) and whatever else ran on this shared machine meanwhile.\n\n",
+		bl.Workers, map[bool]string{true: "", false: "s"}[bl.Workers == 1])
+	b.WriteString("| variant | caller | server | spawner, jails ahead | jails reaped | total | machine busy |\n|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range bl.Rows {
+		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", r.Variant, r.Caller, r.Server, r.Alive, r.Reaped, r.CPU, r.Machine)
 	}
 	b.WriteString("\n")
 }
