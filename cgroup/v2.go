@@ -123,10 +123,14 @@ func v2Parent(requested string, controllers []string) (string, error) {
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", delegationError(own, err)
 	}
-	for _, pid := range append([]int{os.Getpid()}, helpersIn(own)...) {
-		if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
-			return "", delegationError(own, err)
-		}
+	procs := filepath.Join(leaf, "cgroup.procs")
+	if err := writeFile(procs, strconv.Itoa(os.Getpid())); err != nil {
+		return "", delegationError(own, err)
+	}
+	for _, pid := range helpersIn(own) {
+		// One that has exited since is no obstacle; one that could not
+		// move makes enableControllers fail below, which says why.
+		writeFile(procs, strconv.Itoa(pid))
 	}
 	if err := enableControllers(own, controllers); err != nil {
 		return "", delegationError(own, err)

@@ -220,8 +220,8 @@ type event struct {
 }
 
 // start creates the run's cgroup, has PID 1 cloned into its namespaces
-// and the cgroup (on v1 it moves PID 1 in before PID 1 may go on), and
-// sends the plan's first part.
+// and the cgroup (on v1 it moves PID 1 in before PID 1 may go on), says go
+// and sends the plan's first part.
 func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	if sh.cgroup != nil {
 		cg, err := cgroup.New(*sh.cgroup)
@@ -249,13 +249,12 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 		}
 		sv.mark("cgroup-entered")
 	}
-	if err := writeAll(p.planW, jailPlan(sv.trace, sh.mounts).framed()); err != nil {
-		return err
-	}
+	// Go first: PID 1 reads its plan only then, and a plan larger than
+	// the pipe (root files, for instance) would otherwise never be read.
 	if _, err := p.syncW.Write([]byte{'g'}); err != nil {
 		return fmt.Errorf("start jail: %w", err)
 	}
-	return nil
+	return writeAll(p.planW, jailPlan(sv.trace, sh.mounts).framed())
 }
 
 // spawn has the spawner clone PID 1, with the pipes' jail ends as its

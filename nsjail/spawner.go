@@ -19,14 +19,21 @@ import (
 // what starting a jail cost the CPU (BENCHMARKS.md); `microbox serve` keeps
 // one for all its runs, a one-shot run starts one for itself.
 //
+// Every PID 1 is a fork of the spawner, so the jails of one spawner share
+// its address layout and stack canary, where an exec per jail drew new
+// ones. PID 1 takes no input from the program (it reads its plan from the
+// supervisor and reaps), and is not dumpable once it goes on: nothing of
+// it is the program's to probe.
+//
 // The jails' parent-death signal follows the thread that called NewSpawner
 // (Linux ties it to the parent thread): Go ends a thread only when a
 // goroutine locked to it returns, so call NewSpawner from a goroutine that
 // is not locked, or that stays locked for as long as its jails run.
 type Spawner struct {
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	sock *os.File // our end of a SOCK_SEQPACKET pair, in Go's poller
+	mu     sync.Mutex
+	cmd    *exec.Cmd // nil while none runs: the next request starts one
+	sock   *os.File  // our end of a SOCK_SEQPACKET pair, in Go's poller
+	closed bool
 }
 
 // NewSpawner starts a spawner.
@@ -57,9 +64,15 @@ func (sp *Spawner) startLocked() error {
 		Args:       []string{"microbox-spawner"},
 		Env:        []string{initEnv + "=spawner"},
 		ExtraFiles: []*os.File{theirs}, // fd 3
-		// If microbox dies, so does the spawner; its jails have their own
-		// parent-death signal (init.c).
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		SysProcAttr: &syscall.SysProcAttr{
+			// If microbox dies, so does the spawner; its jails have
+			// their own parent-death signal (init.c).
+			Pdeathsig: syscall.SIGKILL,
+			// Out of microbox's process group: a ^C or hang-up at the
+			// terminal is microbox's to handle, not the spawner's to die
+			// of (its jails are clones of it, so it cannot ignore them).
+			Setpgid: true,
+		},
 	}
 	if err := cmd.Start(); err != nil {
 		ours.Close()
@@ -73,6 +86,7 @@ func (sp *Spawner) startLocked() error {
 func (sp *Spawner) Close() error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	sp.closed = true
 	return sp.stopLocked()
 }
 
@@ -119,9 +133,18 @@ func (sp *Spawner) spawn(req spawnRequest, files []int, cgroupFD int) (pid int, 
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	if sp.closed {
+		return 0, errors.New("start jail: the spawner is closed")
+	}
+	if sp.cmd == nil { // it died during an earlier request
+		if err := sp.startLocked(); err != nil {
+			return 0, err
+		}
+	}
 	pid, err = sp.roundTrip(req.encode(), unix.UnixRights(files...))
 	if errors.Is(err, errSpawnerGone) {
-		// Killed in the meantime (by the OOM killer, say): start another.
+		// Killed since the last request (by the OOM killer, say): the
+		// request reached no one, so another spawner may take it.
 		sp.stopLocked()
 		if err = sp.startLocked(); err == nil {
 			pid, err = sp.roundTrip(req.encode(), unix.UnixRights(files...))
@@ -131,9 +154,6 @@ func (sp *Spawner) spawn(req spawnRequest, files []int, cgroupFD int) (pid int, 
 }
 
 func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {
-	if sp.cmd == nil {
-		return 0, errors.New("start jail: the spawner is closed")
-	}
 	rc, err := sp.sock.SyscallConn()
 	if err != nil {
 		return 0, fmt.Errorf("start jail: %w", err)
@@ -164,7 +184,8 @@ func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {
 	}
 	if err != nil || n < 4 {
 		// It died with the request: whatever it cloned dies at the sync
-		// pipe's EOF, but is ours to reap and we do not know it.
+		// pipe's EOF, but is ours to reap and we do not know it. The next
+		// request starts another spawner.
 		sp.stopLocked()
 		return 0, fmt.Errorf("start jail: the spawner died (%v)", err)
 	}

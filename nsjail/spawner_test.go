@@ -147,3 +147,43 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// A jail part larger than a pipe holds (root files of 256 KiB) reaches
+// PID 1: it reads its plan only after the go, so the go comes first.
+func TestJailPlanLargerThanAPipe(t *testing.T) {
+	needNamespaces(t)
+	s := testSpec()
+	big := strings.Repeat("# policy helper\n", 16<<10) // 256 KiB
+	s.RootFiles = []File{{Path: RootFilesDir + "/big.py", Data: []byte(big), Mode: 0o644}}
+	s.Argv = []string{"/usr/bin/python3", "-c", "import os; print(os.path.getsize('" + RootFilesDir + "/big.py'))"}
+	s.Capture = true
+	done := make(chan *Result, 1)
+	go func() { done <- Run(context.Background(), s) }()
+	select {
+	case r := <-done:
+		if r.Status != StatusOK || r.Stdout != strconv.Itoa(len(big))+"\n" {
+			t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run with a large jail part never started: supervisor and PID 1 wait for each other")
+	}
+}
+
+// A spawner that died while it had a request is replaced at the next one.
+func TestSpawnerRestartsAfterDyingMidRequest(t *testing.T) {
+	needNamespaces(t)
+	sp := testSpawner(t)
+	sp.mu.Lock()
+	sp.stopLocked() // what roundTrip does when the answer never comes
+	sp.mu.Unlock()
+	s := testSpec()
+	s.Argv = []string{"/usr/bin/python3", "-c", "print('replaced')"}
+	s.Capture = true
+	if r := sp.Run(context.Background(), s); r.Status != StatusOK || r.Stdout != "replaced\n" {
+		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
+	}
+	sp.Close()
+	if r := sp.Run(context.Background(), s); r.Status != StatusSandboxError {
+		t.Fatalf("a closed spawner ran a jail: %s", r.Status)
+	}
+}
