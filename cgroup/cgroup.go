@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits are what one run may use. A zero field means "no limit".
@@ -203,16 +205,62 @@ func (s setting) write(dir string) error {
 // writeFile writes an existing cgroup file. It never creates one: a file
 // the kernel does not offer must fail as missing (ENOENT), and a path that
 // strayed out of the cgroup filesystem must not become a plain file.
+//
+// Cgroup files are read and written with plain system calls: an os.File
+// would register each with Go's poller (kernfs files can be polled) and
+// take it out again, four system calls more per file, about fifty per run.
 func writeFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	fd, err := openFile(path, unix.O_WRONLY|unix.O_TRUNC)
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString(value); err != nil {
-		f.Close()
-		return err
+	defer unix.Close(fd)
+	for {
+		_, err = unix.Write(fd, []byte(value))
+		if err != unix.EINTR {
+			break
+		}
 	}
-	return f.Close()
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
+}
+
+// readFile reads a cgroup file, which the kernel serves in one go.
+func readFile(path string) ([]byte, error) {
+	fd, err := openFile(path, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Read(fd, buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
+}
+
+func openFile(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
+	}
 }
 
 // hostHasSwap reports whether the host may swap; a /proc/swaps that cannot

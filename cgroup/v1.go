@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -259,7 +258,7 @@ func gcV1(parent string) ([]string, error) {
 func killProcs(procsFile string) error {
 	deadline := time.Now().Add(time.Second)
 	for {
-		data, err := os.ReadFile(procsFile)
+		data, err := readFile(procsFile)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
@@ -283,7 +282,7 @@ func killProcs(procsFile string) error {
 }
 
 func readUint(path string) (uint64, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return 0, err
 	}
@@ -292,14 +291,12 @@ func readUint(path string) (uint64, error) {
 
 // readKey returns the value of "key N" in a flat-keyed cgroup file.
 func readKey(path, key string) (uint64, error) {
-	f, err := os.Open(path)
+	data, err := readFile(path)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, " ")
 		if ok && k == key {
 			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 		}

@@ -142,7 +142,7 @@ func v2Parent(requested string, controllers []string) (string, error) {
 // its own pid namespace (the jail spawner; a jail's PID 1 is in a pid
 // namespace of its own). They go into the leaf with microbox.
 func helpersIn(group string) []int {
-	procs, err := os.ReadFile(filepath.Join(mountRoot, group, "cgroup.procs"))
+	procs, err := readFile(filepath.Join(mountRoot, group, "cgroup.procs"))
 	if err != nil {
 		return nil
 	}
@@ -193,7 +193,7 @@ func delegationError(group string, err error) error {
 
 // enableControllers writes "+ctrl ..." to group's subtree_control.
 func enableControllers(group string, controllers []string) error {
-	have, err := os.ReadFile(filepath.Join(mountRoot, group, "cgroup.subtree_control"))
+	have, err := readFile(filepath.Join(mountRoot, group, "cgroup.subtree_control"))
 	if err != nil {
 		return err
 	}

@@ -267,8 +267,7 @@ func (sv *supervisor) spawn(sp *Spawner) error {
 	if ids.rootless {
 		req.setgroups = "deny" // required before an unprivileged gid_map
 	}
-	files := []int{int(p.inR.Fd()), int(p.outW.Fd()), int(p.errW.Fd()),
-		int(p.planR.Fd()), int(p.statusW.Fd()), int(p.syncR.Fd())}
+	files := p.jail[:]
 	cgroupFD := -1
 	if sv.cg != nil {
 		cgroupFD = sv.cg.CloneFD()
@@ -649,41 +648,41 @@ func (sv *supervisor) account(r *Result) {
 	sv.oomKilled = u.OOMKills > 0
 }
 
-// pipes are the descriptors between supervisor and PID 1.
+// pipes are the descriptors between supervisor and PID 1: ours, in Go's
+// poller, and PID 1's, plain descriptors that only pass through to the
+// spawner (an os.File would register each with the poller and take it out
+// again, system calls for nothing).
 type pipes struct {
-	planR, planW     *os.File // the plan, to PID 1's fd 3
-	statusR, statusW *os.File // status lines, from PID 1's fd 4
-	syncR, syncW     *os.File // go, to PID 1's fd 5; kept open until the teardown
-	inR, inW         *os.File
-	outR, outW       *os.File
-	errR, errW       *os.File
+	inW, outR, errR *os.File // the program's stdin, stdout and stderr
+	planW           *os.File // the plan, to PID 1's fd 3
+	statusR         *os.File // status lines, from PID 1's fd 4
+	syncW           *os.File // go, to PID 1's fd 5; kept open until the teardown
+	jail            [6]int   // PID 1's ends, its fds 0 to 5 in order; -1 once closed
 }
 
 func newPipes() (*pipes, error) {
-	p := &pipes{}
-	var err error
-	if p.planR, p.planW, err = os.Pipe(); err != nil {
-		return nil, fmt.Errorf("pipe: %w", err)
-	}
-	if p.statusR, p.statusW, err = os.Pipe(); err != nil {
-		p.closeAll()
-		return nil, fmt.Errorf("pipe: %w", err)
-	}
-	if p.syncR, p.syncW, err = os.Pipe(); err != nil {
-		p.closeAll()
-		return nil, fmt.Errorf("pipe: %w", err)
-	}
-	if p.inR, p.inW, err = os.Pipe(); err != nil {
-		p.closeAll()
-		return nil, fmt.Errorf("pipe: %w", err)
-	}
-	if p.outR, p.outW, err = os.Pipe(); err != nil {
-		p.closeAll()
-		return nil, fmt.Errorf("pipe: %w", err)
-	}
-	if p.errR, p.errW, err = os.Pipe(); err != nil {
-		p.closeAll()
-		return nil, fmt.Errorf("pipe: %w", err)
+	p := &pipes{jail: [6]int{-1, -1, -1, -1, -1, -1}}
+	ours := [6]**os.File{&p.inW, &p.outR, &p.errR, &p.planW, &p.statusR, &p.syncW}
+	jailReads := [6]bool{true, false, false, true, false, true}
+	for i := range p.jail {
+		var fds [2]int
+		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			p.closeAll()
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		mine, theirs := fds[0], fds[1]
+		if jailReads[i] {
+			mine, theirs = fds[1], fds[0]
+		}
+		p.jail[i] = theirs
+		// Only our end is non-blocking: the flag belongs to the pipe's
+		// end, and PID 1 reads and writes its own blocking.
+		if _, err := unix.FcntlInt(uintptr(mine), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
+			unix.Close(mine)
+			p.closeAll()
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		*ours[i] = os.NewFile(uintptr(mine), "pipe")
 	}
 	return p, nil
 }
@@ -691,8 +690,11 @@ func newPipes() (*pipes, error) {
 // closeChildEnds closes the parent's copies of PID 1's ends, so that
 // EOF on each pipe means the jail has let go of it.
 func (p *pipes) closeChildEnds() {
-	for _, f := range []*os.File{p.planR, p.statusW, p.syncR, p.inR, p.outW, p.errW} {
-		f.Close()
+	for i, fd := range p.jail {
+		if fd >= 0 {
+			unix.Close(fd)
+			p.jail[i] = -1
+		}
 	}
 }
 
@@ -700,7 +702,8 @@ func (p *pipes) closeAll() {
 	if p == nil {
 		return
 	}
-	for _, f := range []*os.File{p.planR, p.planW, p.statusR, p.statusW, p.syncR, p.syncW, p.inR, p.inW, p.outR, p.outW, p.errR, p.errW} {
+	p.closeChildEnds()
+	for _, f := range []*os.File{p.inW, p.outR, p.errR, p.planW, p.statusR, p.syncW} {
 		if f != nil {
 			f.Close()
 		}
