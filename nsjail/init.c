@@ -406,14 +406,24 @@ static void collect(struct arg *a, int n, struct program *prog)
 	}
 }
 
-static void write_proc(const char *path, const char *data)
+// write_text writes data to an existing file (a /proc knob) in one
+// write; on failure it returns -1 with errno set.
+static int write_text(const char *path, const char *data)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		die("open %s", path);
-	if (write(fd, data, strlen(data)) < 0)
-		die("write %s", path);
+		return -1;
+	ssize_t w = write(fd, data, strlen(data));
+	int saved = errno;
 	close(fd);
+	errno = saved;
+	return w < 0 ? -1 : 0;
+}
+
+static void write_proc(const char *path, const char *data)
+{
+	if (write_text(path, data) < 0)
+		die("write %s", path);
 }
 
 // enter_nested_userns gives a rootless jail's program a user namespace of
@@ -806,14 +816,7 @@ static int write_pid_file(pid_t pid, const char *file, const char *data)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t w = write(fd, data, strlen(data));
-	int saved = errno;
-	close(fd);
-	errno = saved;
-	return w < 0 ? -1 : 0;
+	return write_text(path, data);
 }
 
 // spawn_jail clones PID 1 and writes its id maps from outside (only a

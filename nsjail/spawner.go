@@ -136,21 +136,21 @@ func (sp *Spawner) spawn(req spawnRequest, files []int, cgroupFD int) (pid int, 
 	if sp.closed {
 		return 0, errors.New("start jail: the spawner is closed")
 	}
-	if sp.cmd == nil { // it died during an earlier request
-		if err := sp.startLocked(); err != nil {
-			return 0, err
+	msg, oob := req.encode(), unix.UnixRights(files...)
+	for retried := false; ; retried = true {
+		if sp.cmd == nil { // it died during an earlier request
+			if err := sp.startLocked(); err != nil {
+				return 0, err
+			}
 		}
-	}
-	pid, err = sp.roundTrip(req.encode(), unix.UnixRights(files...))
-	if errors.Is(err, errSpawnerGone) {
+		pid, err = sp.roundTrip(msg, oob)
+		if retried || !errors.Is(err, errSpawnerGone) {
+			return pid, err
+		}
 		// Killed since the last request (by the OOM killer, say): the
 		// request reached no one, so another spawner may take it.
 		sp.stopLocked()
-		if err = sp.startLocked(); err == nil {
-			pid, err = sp.roundTrip(req.encode(), unix.UnixRights(files...))
-		}
 	}
-	return pid, err
 }
 
 func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {

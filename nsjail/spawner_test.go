@@ -187,3 +187,18 @@ func TestSpawnerRestartsAfterDyingMidRequest(t *testing.T) {
 		t.Fatalf("a closed spawner ran a jail: %s", r.Status)
 	}
 }
+
+// The spawner is out of microbox's process group: a ^C at the terminal,
+// sent to the foreground group, is microbox's to handle and does not kill
+// the spawner, whose jails are its clones.
+func TestSpawnerOwnProcessGroup(t *testing.T) {
+	needNamespaces(t)
+	sp := testSpawner(t)
+	pgid, err := unix.Getpgid(sp.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgid == unix.Getpgrp() {
+		t.Fatalf("the spawner is in microbox's process group %d", pgid)
+	}
+}

@@ -862,28 +862,19 @@ func samePidNS(a, b int) bool {
 
 // anon is a process's resident anonymous memory in KiB, 0 when it cannot
 // be read.
-func anon(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Anonymous:" {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			return v
-		}
-	}
-	return 0
-}
+func anon(pid int) float64 { return procKiB(pid, "smaps_rollup", "Anonymous:") }
 
 // hwm is a process's VmHWM in KiB, 0 when it cannot be read.
-func hwm(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func hwm(pid int) float64 { return procKiB(pid, "status", "VmHWM:") }
+
+// procKiB reads the "key N kB" line of /proc/PID/file.
+func procKiB(pid int, file, key string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key {
 			v, _ := strconv.ParseFloat(f[1], 64)
 			return v
 		}
