@@ -871,6 +871,16 @@ static void spawner_main(void)
 {
 	static char buf[MAX_REQUEST];
 	char control[CMSG_SPACE(sizeof(int) * (SPAWN_FDS + 2))];
+	// Jails start from a clean signal state whatever microbox inherited
+	// from its caller: none blocked, none ignored (both would survive
+	// the program's execve, and an ignored SIGCHLD would make PID 1's
+	// wait lose the program's status).
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &dfl, NULL); // fails, harmlessly, for KILL and STOP
 	for (;;) {
 		struct iovec iov = { buf, sizeof buf };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
@@ -914,6 +924,56 @@ static void spawner_main(void)
 			if (errno != EINTR)
 				_exit(0);
 	}
+}
+
+// The spawner a one-shot `microbox exec` forked before Go started
+// (microbox_prestart_spawner), for nsjail.NewSpawner to adopt: our end of
+// its socket and its pid; -1 and 0 when there is none.
+int microbox_prestarted_sock = -1;
+int microbox_prestarted_pid;
+
+// microbox_prestart_spawner forks the spawner a one-shot exec will ask for
+// its jail, from the client's constructor (cmd/microbox/client.c), before
+// the Go runtime starts: the spawner is then ready by the time Go is, and
+// costs a fork of a process that is still small, not an exec of this
+// binary. On any failure it leaves none: NewSpawner starts one as usual.
+void microbox_prestart_spawner(void)
+{
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			return; // the socket would land on it, where Go sees stdio
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return;
+	}
+	if (pid == 0) {
+		// What exec.Cmd gives the spawner NewSpawner starts: death with
+		// microbox (whose main thread, the one forking here, lives as
+		// long as it does), a process group of its own, its socket at
+		// SPAWNER_FD, /dev/null at 0 to 2 and nothing else open.
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+			_exit(0);
+		setpgid(0, 0);
+		if (dup2(sv[1], SPAWNER_FD) < 0)
+			_exit(0);
+		int null = open("/dev/null", O_RDWR);
+		for (int fd = 0; fd < 3; fd++)
+			if (null < 0 || dup2(null, fd) < 0)
+				_exit(0);
+		if (syscall(SYS_close_range, SPAWNER_FD + 1, ~0U, 0) < 0)
+			for (int fd = SPAWNER_FD + 1; fd < 65536; fd++)
+				close(fd);
+		spawner_main();
+	}
+	close(sv[1]);
+	microbox_prestarted_sock = sv[0];
+	microbox_prestarted_pid = pid;
 }
 
 __attribute__((constructor)) static void microbox_init(void)

@@ -1,5 +1,8 @@
 package nsjail
 
+// extern int microbox_prestarted_sock, microbox_prestarted_pid;
+import "C"
+
 import (
 	"encoding/binary"
 	"errors"
@@ -31,18 +34,42 @@ import (
 // is not locked, or that stays locked for as long as its jails run.
 type Spawner struct {
 	mu     sync.Mutex
-	cmd    *exec.Cmd // nil while none runs: the next request starts one
-	sock   *os.File  // our end of a SOCK_SEQPACKET pair, in Go's poller
+	pid    int      // 0 while none runs: the next request starts one
+	sock   *os.File // our end of a SOCK_SEQPACKET pair, in Go's poller
 	closed bool
 }
 
-// NewSpawner starts a spawner.
+// NewSpawner starts a spawner, or adopts the one a one-shot `microbox
+// exec` forked before Go started (init.c: microbox_prestart_spawner).
 func NewSpawner() (*Spawner, error) {
 	sp := &Spawner{}
+	if sp.sock, sp.pid = takePrestarted(); sp.pid != 0 {
+		return sp, nil
+	}
 	if err := sp.startLocked(); err != nil {
 		return nil, err
 	}
 	return sp, nil
+}
+
+// prestarted makes sure only one Spawner adopts the prestarted spawner.
+var prestarted sync.Once
+
+// takePrestarted returns, to its first caller only, the spawner forked
+// before Go started and its pid; 0 when there was none.
+func takePrestarted() (sock *os.File, pid int) {
+	prestarted.Do(func() {
+		fd := int(C.microbox_prestarted_sock)
+		if fd < 0 {
+			return
+		}
+		if err := unix.SetNonblock(fd, true); err != nil {
+			unix.Close(fd) // it exits at the EOF; stopLocked cannot reap it
+			return
+		}
+		sock, pid = os.NewFile(uintptr(fd), "spawner socket"), int(C.microbox_prestarted_pid)
+	})
+	return sock, pid
 }
 
 func (sp *Spawner) startLocked() error {
@@ -78,7 +105,9 @@ func (sp *Spawner) startLocked() error {
 		ours.Close()
 		return fmt.Errorf("start the jail spawner: %w", err)
 	}
-	sp.cmd, sp.sock = cmd, ours
+	// Waited for by pid, as the prestarted one is (stopLocked).
+	sp.pid, sp.sock = cmd.Process.Pid, ours
+	cmd.Process.Release()
 	return nil
 }
 
@@ -92,14 +121,19 @@ func (sp *Spawner) Close() error {
 
 // stopLocked closes the socket, at which the spawner exits, and reaps it.
 func (sp *Spawner) stopLocked() error {
-	if sp.cmd == nil {
+	if sp.pid == 0 {
 		return nil
 	}
 	sp.sock.Close()
-	err := sp.cmd.Wait()
-	sp.cmd, sp.sock = nil, nil
-	if err != nil {
+	ws, err := waitExit(sp.pid)
+	sp.pid, sp.sock = 0, nil
+	switch {
+	case err != nil:
 		return fmt.Errorf("jail spawner: %w", err)
+	case ws.Signaled():
+		return fmt.Errorf("jail spawner: killed by %v", ws.Signal())
+	case ws.ExitStatus() != 0:
+		return fmt.Errorf("jail spawner: exit status %d", ws.ExitStatus())
 	}
 	return nil
 }
@@ -138,7 +172,7 @@ func (sp *Spawner) spawn(req spawnRequest, files []int, cgroupFD int) (pid int, 
 	}
 	msg, oob := req.encode(), unix.UnixRights(files...)
 	for retried := false; ; retried = true {
-		if sp.cmd == nil { // it died during an earlier request
+		if sp.pid == 0 { // it died during an earlier request
 			if err := sp.startLocked(); err != nil {
 				return 0, err
 			}

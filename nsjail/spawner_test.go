@@ -50,7 +50,7 @@ func TestSpawnerJailIsOurs(t *testing.T) {
 func TestSpawnerRestarts(t *testing.T) {
 	needNamespaces(t)
 	sp := testSpawner(t)
-	dead := sp.cmd.Process.Pid
+	dead := sp.pid
 	syscall.Kill(dead, syscall.SIGKILL)
 	deadline := time.Now().Add(5 * time.Second)
 	for processState(dead) != "Z" { // gone but not reaped: its socket is closed
@@ -65,7 +65,7 @@ func TestSpawnerRestarts(t *testing.T) {
 	if r := sp.Run(context.Background(), s); r.Status != StatusOK || r.Stdout != "again\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
 	}
-	if sp.cmd.Process.Pid == dead {
+	if sp.pid == dead {
 		t.Fatal("the dead spawner was not replaced")
 	}
 	if _, err := os.Stat("/proc/" + itoa(dead)); err == nil {
@@ -194,7 +194,7 @@ func TestSpawnerRestartsAfterDyingMidRequest(t *testing.T) {
 func TestSpawnerOwnProcessGroup(t *testing.T) {
 	needNamespaces(t)
 	sp := testSpawner(t)
-	pgid, err := unix.Getpgid(sp.cmd.Process.Pid)
+	pgid, err := unix.Getpgid(sp.pid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -605,3 +605,120 @@ except OSError as e:
 		t.Fatalf("the host file behind stdin became %q", data)
 	}
 }
+
+// An in-process exec's spawner is forked before Go starts (client.c, then
+// init.c's microbox_prestart_spawner), and gets what an exec'd one gets: a
+// process group of its own, /dev/null for stdio, its socket, and none of
+// microbox's other descriptors.
+func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
+	f, err := os.Open("/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "-c", "print('ready', flush=True); import time; time.sleep(60)")
+	cmd.Env = append(os.Environ(), socketEnv+"=")
+	cmd.ExtraFiles = []*os.File{f}
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Signal(syscall.SIGTERM) // microbox ends the run and removes its cgroup
+	stdout.Read(make([]byte, 16))             // the jail is up
+	own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
+	var spawners []int
+	for _, p := range descendants(t, cmd.Process.Pid) {
+		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); ns == own {
+			spawners = append(spawners, p)
+		}
+	}
+	if len(spawners) != 1 {
+		t.Fatalf("processes of microbox's in its pid namespace: %v, want one spawner", spawners)
+	}
+	sp := spawners[0]
+	mine, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+	its, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", sp))
+	if !bytes.Equal(its, mine) {
+		t.Errorf("the spawner's command line %q is not microbox's %q: it was exec'd, not forked", its, mine)
+	}
+	if pgid, _ := syscall.Getpgid(sp); pgid != sp {
+		t.Errorf("the spawner is in process group %d, want its own (%d)", pgid, sp)
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", sp))
+	var open []string
+	for _, fd := range fds {
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", sp, fd.Name()))
+		open = append(open, fd.Name()+"→"+strings.SplitN(target, ":", 2)[0])
+	}
+	if want := "0→/dev/null 1→/dev/null 2→/dev/null 3→socket"; strings.Join(open, " ") != want {
+		t.Errorf("the spawner's descriptors: %v, want %s", open, want)
+	}
+}
+
+// A signal microbox's caller ignores (nohup, a shell's trap "") is not
+// ignored in the program: ignored signals survive execve, and the run
+// must not depend on who started microbox.
+func TestCallerIgnoredSignalsDoNotReachTheProgram(t *testing.T) {
+	code := `print([l for l in open('/proc/self/status') if l.startswith('SigIgn')][0].split()[1])`
+	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP INT TERM; exec "$@"`, "sh", microbox, "exec", "--json", "-c", code)
+	r := jsonResult(t, cmd)
+	wantStatus(t, r, nsjail.StatusOK)
+	var ign uint64
+	if _, err := fmt.Sscanf(strings.TrimSpace(r.Stdout), "%x", &ign); err != nil {
+		t.Fatalf("SigIgn %q: %v", r.Stdout, err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM} {
+		if ign&(1<<(sig-1)) != 0 {
+			t.Errorf("the program ignores %v, as microbox's caller did (SigIgn %x)", sig, ign)
+		}
+	}
+}
+
+// An in-process exec's Go runtime starts confined to one CPU (client.c),
+// but neither microbox's threads nor the program keep that: both run on
+// the CPUs microbox's caller gave it.
+func TestExecKeepsTheCallersCPUs(t *testing.T) {
+	caller := cpusAllowed(t, "/proc/self/status")
+	if !strings.ContainsAny(caller, ",-") {
+		t.Skipf("this machine lets the test run on one CPU only (%s): a pin to one CPU cannot be told apart", caller)
+	}
+	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "-c", `
+print([l for l in open('/proc/self/status') if l.startswith('Cpus_allowed_list')][0].split()[1], flush=True)
+import time; time.sleep(60)`)
+	cmd.Env = append(os.Environ(), socketEnv+"=")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Signal(syscall.SIGTERM) // microbox ends the run and removes its cgroup
+	buf := make([]byte, 64)
+	n, _ := stdout.Read(buf)
+	if got := strings.TrimSpace(string(buf[:n])); got != caller {
+		t.Errorf("the program may run on CPUs %s, its caller on %s", got, caller)
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", cmd.Process.Pid))
+	if len(tasks) == 0 {
+		t.Fatal("found no threads of microbox")
+	}
+	for _, task := range tasks {
+		if got := cpusAllowed(t, task); got != caller {
+			t.Errorf("%s: microbox's thread may run on CPUs %s, its caller on %s", task, got, caller)
+		}
+	}
+}
+
+func cpusAllowed(t *testing.T, status string) string {
+	data, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("%s has no Cpus_allowed_list", status)
+	return ""
+}

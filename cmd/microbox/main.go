@@ -31,6 +31,9 @@ func usagef(format string, args ...any) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "exec" {
+		oneProcessor()
+	}
 	inv := processInvocation()
 	os.Exit(inv.run(os.Args[1:], subcommands(inv, os.Args[1:])))
 }
