@@ -956,7 +956,11 @@ void microbox_prestart_spawner(void)
 		// What exec.Cmd gives the spawner NewSpawner starts: death with
 		// microbox (whose main thread, the one forking here, lives as
 		// long as it does), a process group of its own, its socket at
-		// SPAWNER_FD, /dev/null at 0 to 2 and nothing else open.
+		// SPAWNER_FD, /dev/null at 0 to 2 and nothing else open. And none
+		// of microbox's environment, which every PID 1 would otherwise
+		// carry in its memory (a caller's API key, say).
+		for (char **e = environ; *e; e++)
+			explicit_bzero(*e, strlen(*e));
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 			_exit(0);
 		setpgid(0, 0);

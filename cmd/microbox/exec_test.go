@@ -608,8 +608,9 @@ except OSError as e:
 
 // An in-process exec's spawner is forked before Go starts (client.c, then
 // init.c's microbox_prestart_spawner), and gets what an exec'd one gets: a
-// process group of its own, /dev/null for stdio, its socket, and none of
-// microbox's other descriptors.
+// process group of its own, /dev/null for stdio, its socket, none of
+// microbox's other descriptors and none of its environment (nor, then,
+// does the jail's PID 1, its fork).
 func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	f, err := os.Open("/etc/hostname")
 	if err != nil {
@@ -617,7 +618,7 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	}
 	defer f.Close()
 	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "-c", "print('ready', flush=True); import time; time.sleep(60)")
-	cmd.Env = append(os.Environ(), socketEnv+"=")
+	cmd.Env = append(os.Environ(), socketEnv+"=", "MICROBOX_TEST_SECRET=swordfish")
 	cmd.ExtraFiles = []*os.File{f}
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -653,6 +654,16 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	}
 	if want := "0→/dev/null 1→/dev/null 2→/dev/null 3→socket"; strings.Join(open, " ") != want {
 		t.Errorf("the spawner's descriptors: %v, want %s", open, want)
+	}
+	jail := jailPids(t, cmd.Process.Pid)
+	if len(jail) == 0 {
+		t.Fatal("found no jail processes under microbox")
+	}
+	for _, p := range []int{sp, jail[0]} {
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p))
+		if err != nil || bytes.Contains(env, []byte("swordfish")) {
+			t.Errorf("process %d's environment holds microbox's (%v)", p, err)
+		}
 	}
 }
 
