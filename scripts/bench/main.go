@@ -293,6 +293,9 @@ func startServer(microbox, socket, warm string) (int, func(), error) {
 	cmd := exec.Command(microbox, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	// A bench that is killed takes its servers with it (SIGTERM: they
+	// end their jails and remove their cgroups themselves).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return 0, nil, fmt.Errorf("start microbox serve: %w", err)
 	}
@@ -826,17 +829,15 @@ func sampleMicrobox(cfg *config) (procPeak, error) {
 }
 
 // observe samples the supervisor, the spawner, PID 1 and the program once.
-// The supervisor's children that have exec'd are the spawner, in the
-// supervisor's pid namespace, and PID 1, in a new one; a child that has
-// not exec'd is a fork of the supervisor, showing its memory (the spawner
-// before its exec, or the child Go's os package starts once to check that
-// pidfds work).
+// The supervisor's children are the spawner, in the supervisor's pid
+// namespace (a one-shot exec forks it before Go starts, so it has
+// microbox's name), and PID 1, in a new one; PID 1's child is the program
+// once it has a name of its own (it has exec'd).
 func observe(sup int, p *procPeak) {
 	p.sup.sample(sup)
-	own := comm(sup)
 	for _, k := range childrenOf(sup) {
 		c := comm(k)
-		if c == "" || c == own {
+		if c == "" {
 			continue
 		}
 		if samePidNS(sup, k) {
