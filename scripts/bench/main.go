@@ -939,6 +939,11 @@ type parts struct {
 	Setup   float64 `json:"setup_time_ms"`
 	Program float64 `json:"wall_time_ms"`
 	Outside float64 `json:"outside_ms"`
+	// CPUOutside is the CPU time (user + system) of everything the
+	// command cost but the run's cgroup: microbox's process and its
+	// spawner. With --no-cgroup the result's CPU time is the program's
+	// own, so PID 1 counts here too.
+	CPUOutside float64 `json:"cpu_outside_ms"`
 }
 
 type phaseRow struct {
@@ -954,6 +959,7 @@ type traced struct {
 	Stdout  string  `json:"stdout"`
 	Setup   float64 `json:"setup_time_ms"`
 	Program float64 `json:"wall_time_ms"`
+	CPU     float64 `json:"cpu_time_ms"`
 	Trace   []struct {
 		Name string  `json:"name"`
 		At   float64 `json:"at_ms"`
@@ -994,32 +1000,36 @@ type series struct {
 	argv   []string
 	runs   []traced
 	totals []float64 // wall ms measured from outside
+	cpus   []float64 // CPU ms of the command and all it reaped
 }
 
 func (s *series) run(timeout time.Duration, rep *report) {
-	t, took, err := runTraced(s.argv, timeout)
+	t, took, cpu, err := runTraced(s.argv, timeout)
 	if err != nil {
 		rep.Failures = append(rep.Failures, "trace: "+err.Error())
 		return
 	}
-	s.runs, s.totals = append(s.runs, t), append(s.totals, took)
+	s.runs, s.totals, s.cpus = append(s.runs, t), append(s.totals, took), append(s.cpus, cpu)
 }
 
 // parts is the median split of the series' wall time: what microbox
 // reports (set-up, program) and the rest, spent outside nsjail.Run.
 func (s *series) parts() parts {
-	var setups, programs, outside []float64
+	var setups, programs, outside, cpuOutside []float64
 	for i, r := range s.runs {
 		setups, programs = append(setups, r.Setup), append(programs, r.Program)
 		outside = append(outside, s.totals[i]-r.Setup-r.Program)
+		cpuOutside = append(cpuOutside, s.cpus[i]-r.CPU)
 	}
-	return parts{Total: median(s.totals), Setup: median(setups), Program: median(programs), Outside: median(outside)}
+	return parts{Total: median(s.totals), Setup: median(setups), Program: median(programs), Outside: median(outside),
+		CPUOutside: median(cpuOutside)}
 }
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// runTraced runs one traced microbox and returns its result and wall ms.
-func runTraced(argv []string, timeout time.Duration) (traced, float64, error) {
+// runTraced runs one traced microbox and returns its result, wall ms and
+// CPU ms (its own and all it reaped: the spawner, the jail).
+func runTraced(argv []string, timeout time.Duration) (traced, float64, float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -1028,18 +1038,22 @@ func runTraced(argv []string, timeout time.Duration) (traced, float64, error) {
 	start := time.Now()
 	err := cmd.Run()
 	took := float64(time.Since(start)) / float64(time.Millisecond)
+	var cpu float64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		cpu = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
+	}
 	var t traced
 	if jerr := json.Unmarshal(out.Bytes(), &t); jerr != nil {
-		return t, took, fmt.Errorf("%v, bad JSON result: %w", err, jerr)
+		return t, took, cpu, fmt.Errorf("%v, bad JSON result: %w", err, jerr)
 	}
 	if err != nil || t.Status != "ok" || t.Stdout != wantStdout {
 		why := ""
 		if t.Error != nil {
 			why = ": " + *t.Error
 		}
-		return t, took, fmt.Errorf("status %q, stdout %q%s", t.Status, t.Stdout, why)
+		return t, took, cpu, fmt.Errorf("status %q, stdout %q%s", t.Status, t.Stdout, why)
 	}
-	return t, took, nil
+	return t, took, cpu, nil
 }
 
 // timeline takes the median of each phase's time and of the gap since the
@@ -1291,7 +1305,9 @@ func renderTrace(b *strings.Builder, t *traceReport) {
 		"package inits) | %.2f | |\n", t.Start)
 	fmt.Fprintf(b, "| … the rest (flags and spec before the run; cgroup removal, JSON and exit after it; the cgroup GC runs beside the run) | %.2f | %.2f |\n",
 		f.Outside-t.Start, nc.Outside-t.Start)
-	fmt.Fprintf(b, "| bare python wall, interleaved with the traced runs | %.2f | |\n\n", t.Bare)
+	fmt.Fprintf(b, "| bare python wall, interleaved with the traced runs | %.2f | |\n", t.Bare)
+	fmt.Fprintf(b, "| CPU outside the run's cgroup (wait4's user + system − the result's cpu_time_ms): "+
+		"microbox's process and its spawner; without a cgroup, PID 1 too | %.2f | %.2f |\n\n", f.CPUOutside, nc.CPUOutside)
 }
 
 func renderFailures(b *strings.Builder, fails []string) {
