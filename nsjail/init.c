@@ -937,7 +937,8 @@ int microbox_prestarted_pid;
 // the Go runtime starts: the spawner is then ready by the time Go is, and
 // costs a fork of a process that is still small, not an exec of this
 // binary. On any failure it leaves none: NewSpawner starts one as usual.
-void microbox_prestart_spawner(void)
+// argv is microbox's, for the spawner to wipe its copy of.
+void microbox_prestart_spawner(char **argv)
 {
 	for (int fd = 0; fd < 3; fd++)
 		if (fcntl(fd, F_GETFD) < 0)
@@ -957,10 +958,14 @@ void microbox_prestart_spawner(void)
 		// microbox (whose main thread, the one forking here, lives as
 		// long as it does), a process group of its own, its socket at
 		// SPAWNER_FD, /dev/null at 0 to 2 and nothing else open. And none
-		// of microbox's environment, which every PID 1 would otherwise
-		// carry in its memory (a caller's API key, say).
+		// of microbox's environment or arguments, which every PID 1 would
+		// otherwise carry: in its memory (a caller's API key, say) and, for
+		// the arguments, in /proc/1/cmdline, which the program may read
+		// (host paths, --env values).
 		for (char **e = environ; *e; e++)
 			explicit_bzero(*e, strlen(*e));
+		for (char **a = argv; *a; a++)
+			explicit_bzero(*a, strlen(*a));
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 			_exit(0);
 		setpgid(0, 0);

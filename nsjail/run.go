@@ -509,9 +509,16 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 }
 
 // nextCPUCheck is when the CPU limit could first be reached: the run
-// cannot use CPU time faster than the CPUs it may run on.
+// cannot use CPU time faster than the CPUs it may run on. They are counted
+// now: runtime.NumCPU was counted once, as Go started, which for a one-shot
+// exec is on one CPU (cmd/microbox/client.c). Too many only checks sooner.
 func (sv *supervisor) nextCPUCheck(used time.Duration) time.Duration {
-	cpus := float64(runtime.NumCPU())
+	n := runtime.NumCPU()
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil {
+		n = max(n, set.Count())
+	}
+	cpus := float64(n)
 	if l := sv.spec.Cgroup.Limits.CPUs; l > 0 && l < cpus {
 		cpus = l
 	}

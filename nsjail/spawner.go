@@ -64,7 +64,8 @@ func takePrestarted() (sock *os.File, pid int) {
 			return
 		}
 		if err := unix.SetNonblock(fd, true); err != nil {
-			unix.Close(fd) // it exits at the EOF; stopLocked cannot reap it
+			unix.Close(fd) // it exits at the EOF
+			waitExit(int(C.microbox_prestarted_pid))
 			return
 		}
 		sock, pid = os.NewFile(uintptr(fd), "spawner socket"), int(C.microbox_prestarted_pid)

@@ -186,7 +186,7 @@ static void set_handlers(void (*h)(int))
 }
 
 // nsjail/init.c: forks the spawner of an exec run in-process.
-void microbox_prestart_spawner(void);
+void microbox_prestart_spawner(char **argv);
 
 // hand_over gives the run to a server and exits with its status, or
 // returns when the run is for this process to do.
@@ -258,6 +258,8 @@ static void pin_for_go_start(void)
 // cpuset change could keep one from matching).
 void microbox_unpin(void)
 {
+	if (pinned) // this thread at least, whatever the passes manage
+		sched_setaffinity(0, sizeof caller_cpus, &caller_cpus);
 	for (int pass = 0; pinned && pass < 4; pass++) {
 		DIR *d = opendir("/proc/self/task");
 		if (!d)
@@ -283,6 +285,6 @@ __attribute__((constructor)) static void microbox_client(int argc, char **argv, 
 	hand_over(argc, argv, envp);
 	// In-process, then: its jail's spawner starts now, while Go does, and
 	// with the caller's CPUs, before Go's start is confined to one.
-	microbox_prestart_spawner();
+	microbox_prestart_spawner(argv);
 	pin_for_go_start();
 }

@@ -609,15 +609,16 @@ except OSError as e:
 // An in-process exec's spawner is forked before Go starts (client.c, then
 // init.c's microbox_prestart_spawner), and gets what an exec'd one gets: a
 // process group of its own, /dev/null for stdio, its socket, none of
-// microbox's other descriptors and none of its environment (nor, then,
-// does the jail's PID 1, its fork).
+// microbox's other descriptors and none of its environment or arguments
+// (nor, then, does the jail's PID 1, its fork, whose /proc/1/cmdline the
+// program may read).
 func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	f, err := os.Open("/etc/hostname")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "-c", "print('ready', flush=True); import time; time.sleep(60)")
+	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "--env", "ARG_SECRET=marlin", "-c", "print('ready', flush=True); import time; time.sleep(60)")
 	cmd.Env = append(os.Environ(), socketEnv+"=", "MICROBOX_TEST_SECRET=swordfish")
 	cmd.ExtraFiles = []*os.File{f}
 	stdout, _ := cmd.StdoutPipe()
@@ -638,10 +639,10 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 		t.Fatalf("processes of microbox's in its pid namespace: %v, want one spawner", spawners)
 	}
 	sp := spawners[0]
-	mine, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
-	its, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", sp))
+	mine, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+	its, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sp))
 	if !bytes.Equal(its, mine) {
-		t.Errorf("the spawner's command line %q is not microbox's %q: it was exec'd, not forked", its, mine)
+		t.Errorf("the spawner's name %q is not microbox's %q: it was exec'd, not forked", its, mine)
 	}
 	if pgid, _ := syscall.Getpgid(sp); pgid != sp {
 		t.Errorf("the spawner is in process group %d, want its own (%d)", pgid, sp)
@@ -663,6 +664,10 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p))
 		if err != nil || bytes.Contains(env, []byte("swordfish")) {
 			t.Errorf("process %d's environment holds microbox's (%v)", p, err)
+		}
+		args, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || bytes.Contains(args, []byte("marlin")) {
+			t.Errorf("process %d's command line holds microbox's (%v)", p, err)
 		}
 	}
 }

@@ -93,6 +93,21 @@ for _ in range(2):
 	}
 }
 
+// The CPU-time limit is checked as often as the run's CPUs could reach
+// it, counted when the run starts: a one-shot exec's Go counts one CPU
+// (it starts confined to one), and two busy processes must not get twice
+// their limit.
+func TestCPUTimeLimitOnEveryCPU(t *testing.T) {
+	r := py(t, `
+import os
+os.fork()
+while True: pass`, "--cpu-time", "600ms", "--cpus", "2", "--timeout", "10s")
+	wantStatus(t, r, nsjail.StatusTimeout)
+	if r.Limit != nsjail.LimitCPU || *r.CPUTimeMs > 900 {
+		t.Fatalf("limit %q after %.0f ms of CPU, want cpu by about 600 ms", r.Limit, *r.CPUTimeMs)
+	}
+}
+
 // Filling /tmp under a small memory limit ends in ENOSPC from the tmpfs cap
 // or in the memory verdict; either way the host is untouched.
 func TestTmpfsFillIsContained(t *testing.T) {
