@@ -488,6 +488,14 @@ static void close_extra_fds(void)
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+// close_fds_from closes every descriptor from first up.
+static void close_fds_from(int first)
+{
+	if (syscall(SYS_close_range, first, ~0U, 0) < 0)
+		for (int fd = first; fd < 65536; fd++)
+			close(fd);
+}
+
 // start_program runs in the program's process (pid 2), before its execve,
 // and never returns.
 static void start_program(struct program *prog, int errpipe)
@@ -806,9 +814,7 @@ static void become_pid1(struct request *req)
 	for (int i = 0; i < SPAWN_FDS; i++)
 		if (dup2(high[i], i) < 0)
 			_exit(125);
-	if (syscall(SYS_close_range, SPAWN_FDS, ~0U, 0) < 0)
-		for (int fd = SPAWN_FDS; fd < 65536; fd++)
-			close(fd);
+	close_fds_from(SPAWN_FDS);
 	jail_init(&req->jail);
 }
 
@@ -975,9 +981,7 @@ void microbox_prestart_spawner(char **argv)
 		for (int fd = 0; fd < 3; fd++)
 			if (null < 0 || dup2(null, fd) < 0)
 				_exit(0);
-		if (syscall(SYS_close_range, SPAWNER_FD + 1, ~0U, 0) < 0)
-			for (int fd = SPAWNER_FD + 1; fd < 65536; fd++)
-				close(fd);
+		close_fds_from(SPAWNER_FD + 1);
 		spawner_main();
 	}
 	close(sv[1]);

@@ -672,9 +672,9 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	}
 }
 
-// A signal microbox's caller ignores (nohup, a shell's trap "") is not
-// ignored in the program: ignored signals survive execve, and the run
-// must not depend on who started microbox.
+// A signal microbox's caller ignores (nohup, a shell's trap "") or blocks
+// is not ignored or blocked in the program: both survive execve, and the
+// run must not depend on who started microbox.
 func TestCallerIgnoredSignalsDoNotReachTheProgram(t *testing.T) {
 	code := `print([l for l in open('/proc/self/status') if l.startswith('SigIgn')][0].split()[1])`
 	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP INT TERM; exec "$@"`, "sh", microbox, "exec", "--json", "-c", code)
@@ -688,6 +688,21 @@ func TestCallerIgnoredSignalsDoNotReachTheProgram(t *testing.T) {
 		if ign&(1<<(sig-1)) != 0 {
 			t.Errorf("the program ignores %v, as microbox's caller did (SigIgn %x)", sig, ign)
 		}
+	}
+	// Nor is a signal the caller blocked blocked in the program (a
+	// blocked mask, too, survives execve).
+	code = `print([l for l in open('/proc/self/status') if l.startswith('SigBlk')][0].split()[1])`
+	cmd = exec.Command("/usr/bin/python3", "-c", `import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
+os.execv(sys.argv[1], sys.argv[1:])`, microbox, "exec", "--json", "-c", code)
+	r = jsonResult(t, cmd)
+	wantStatus(t, r, nsjail.StatusOK)
+	var blk uint64
+	if _, err := fmt.Sscanf(strings.TrimSpace(r.Stdout), "%x", &blk); err != nil {
+		t.Fatalf("SigBlk %q: %v", r.Stdout, err)
+	}
+	if blk != 0 {
+		t.Errorf("the program has signals blocked, as microbox's caller did (SigBlk %x)", blk)
 	}
 }
 
