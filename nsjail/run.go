@@ -34,6 +34,7 @@ func Run(ctx context.Context, s *Spec) *Result {
 	if err != nil {
 		return sandboxError(err.Error())
 	}
+	sp.once = true
 	defer sp.Close()
 	return sp.Run(ctx, s)
 }
@@ -192,6 +193,7 @@ type supervisor struct {
 	trace  bool
 	cg     cgroup.Run
 	pid    int // the jail's PID 1, our child; 0 until it is spawned
+	sp     *Spawner
 	pipes  *pipes
 	events <-chan event
 	began  int64 // monotonic ns when the run was asked for
@@ -260,6 +262,7 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 // spawn has the spawner clone PID 1, with the pipes' jail ends as its
 // descriptors 0 to 5, straight into the run's cgroup on v2.
 func (sv *supervisor) spawn(sp *Spawner) error {
+	sv.sp = sp
 	p := sv.pipes
 	ids := hostIDs()
 	req := spawnRequest{flags: namespaces, setgroups: "allow"}
@@ -474,6 +477,7 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 			}
 			sv.record(ev)
 			if ev.kind == "start" {
+				sv.sp.done()
 				deadline.Reset(time.Duration(sv.started + int64(s.Timeout) - monotonic()))
 				if s.CPUTime > 0 {
 					cpuCheck = time.After(sv.nextCPUCheck(0))

@@ -37,6 +37,8 @@ type Spawner struct {
 	pid    int      // 0 while none runs: the next request starts one
 	sock   *os.File // our end of a SOCK_SEQPACKET pair, in Go's poller
 	closed bool
+	once   bool       // serves one jail, and stops once its program has started (Run)
+	reaped chan error // a stopped single-use spawner's reaping
 }
 
 // NewSpawner starts a spawner, or adopts the one a one-shot `microbox
@@ -117,10 +119,31 @@ func (sp *Spawner) Close() error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.closed = true
+	if sp.reaped != nil { // a single-use spawner, done already
+		err := <-sp.reaped
+		sp.reaped = nil
+		return err
+	}
 	return sp.stopLocked()
 }
 
+// done tells a single-use spawner that its jail's program has started:
+// the spawner is stopped and reaped while the program runs, on a CPU the
+// program leaves idle, instead of after it, on the caller's wait. Not
+// sooner: its exit would slow the jail's set-up. Other spawners serve on.
+func (sp *Spawner) done() {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if !sp.once || sp.closed || sp.pid == 0 {
+		return
+	}
+	sp.closed = true
+	sp.reaped = make(chan error, 1)
+	go func() { sp.reaped <- sp.stopLocked() }()
+}
+
 // stopLocked closes the socket, at which the spawner exits, and reaps it.
+// Its caller holds mu, or owns the spawner alone (done).
 func (sp *Spawner) stopLocked() error {
 	if sp.pid == 0 {
 		return nil

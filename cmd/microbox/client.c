@@ -278,6 +278,54 @@ void microbox_unpin(void)
 	}
 }
 
+// An in-process exec's SIGINT, SIGTERM and SIGHUP, caught without Go's
+// os/signal, whose Notify starts two threads and hands work between them
+// (about a millisecond of a run on the machine in BENCHMARKS.md). The
+// handler only writes the signal's number to a pipe, which Go reads in its
+// poller (catchInterrupts in client.go). Go's documentation allows C code
+// to take over an asynchronous signal after the runtime has started, with
+// SA_ONSTACK since Go's threads have small stacks.
+static int interrupt_pipe = -1;
+
+static void on_interrupt(int sig)
+{
+	int saved = errno;
+	unsigned char b = (unsigned char)sig;
+	if (write(interrupt_pipe, &b, 1) < 0) {
+		// full: earlier ones are still unread, and one is enough
+	}
+	errno = saved;
+}
+
+// microbox_catch_interrupts installs the handler and returns the pipe's
+// read end (non-blocking), or -1 with errno.
+int microbox_catch_interrupts(void)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -1;
+	interrupt_pipe = p[1];
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_interrupt;
+	sa.sa_flags = SA_ONSTACK | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction old[3];
+	for (size_t i = 0; i < 3; i++) {
+		if (sigaction(sigs[i], &sa, &old[i]) < 0) {
+			int err = errno;
+			while (i-- > 0) // Go's handlers back, for os/signal to use
+				sigaction(sigs[i], &old[i], NULL);
+			close(p[0]);
+			close(p[1]);
+			errno = err;
+			return -1;
+		}
+	}
+	return p[0];
+}
+
 __attribute__((constructor)) static void microbox_client(int argc, char **argv, char **envp)
 {
 	if (argc < 2 || strcmp(argv[1], "exec") != 0 || getenv("_MICROBOX_INIT"))

@@ -6,11 +6,15 @@ package main
 
 // #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
 // void microbox_unpin(void);
+// int microbox_catch_interrupts(void);
 import "C"
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"runtime"
+	"syscall"
 )
 
 // oneProcessor is the Go half of the constructor's pin (client.c) for a
@@ -22,4 +26,25 @@ func oneProcessor() {
 		runtime.GOMAXPROCS(1)
 	}
 	C.microbox_unpin()
+}
+
+// catchInterrupts returns a context that SIGINT, SIGTERM or SIGHUP cancel,
+// with the signal as its cause, for the rest of the process's life: the
+// handler is C's (client.c), the signal comes through a pipe that a
+// goroutine reads in Go's poller. An in-process exec takes this over
+// signal.NotifyContext, whose threads cost a run about a millisecond.
+func catchInterrupts() (context.Context, context.CancelFunc, error) {
+	fd, err := C.microbox_catch_interrupts()
+	if fd < 0 {
+		return nil, nil, fmt.Errorf("catch SIGINT, SIGTERM and SIGHUP: %w", err)
+	}
+	pipe := os.NewFile(uintptr(fd), "interrupts")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		var b [1]byte
+		if n, _ := pipe.Read(b[:]); n == 1 {
+			cancel(signalCause{syscall.Signal(b[0])})
+		}
+	}()
+	return ctx, func() { cancel(nil) }, nil
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/microbox/microbox/nsjail"
 )
 
@@ -611,14 +613,21 @@ except OSError as e:
 // process group of its own, /dev/null for stdio, its socket, none of
 // microbox's other descriptors and none of its environment or arguments
 // (nor, then, does the jail's PID 1, its fork, whose /proc/1/cmdline the
-// program may read).
+// program may read). It serves that one jail: once the program runs, it
+// has exited and been reaped (Spawner.done).
 func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	f, err := os.Open("/etc/hostname")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "--env", "ARG_SECRET=marlin", "-c", "print('ready', flush=True); import time; time.sleep(60)")
+	// The program comes through a FIFO: microbox reads it, and waits there,
+	// after the spawner was forked and before there is a jail.
+	fifo := filepath.Join(t.TempDir(), "main.py")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "--env", "ARG_SECRET=marlin", fifo)
 	cmd.Env = append(os.Environ(), socketEnv+"=", "MICROBOX_TEST_SECRET=swordfish")
 	cmd.ExtraFiles = []*os.File{f}
 	stdout, _ := cmd.StdoutPipe()
@@ -627,18 +636,24 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Signal(syscall.SIGTERM) // microbox ends the run and removes its cgroup
-	stdout.Read(make([]byte, 16))             // the jail is up
 	own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
-	var spawners []int
-	for _, p := range descendants(t, cmd.Process.Pid) {
-		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); ns == own {
-			spawners = append(spawners, p)
+	spawners := func() (out []int) {
+		for _, p := range descendants(t, cmd.Process.Pid) {
+			if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); ns == own {
+				out = append(out, p)
+			}
 		}
+		return out
 	}
-	if len(spawners) != 1 {
-		t.Fatalf("processes of microbox's in its pid namespace: %v, want one spawner", spawners)
+	var found []int
+	for deadline := time.Now().Add(10 * time.Second); len(found) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // microbox's constructor may not have run yet
+		found = spawners()
 	}
-	sp := spawners[0]
+	if len(found) != 1 {
+		t.Fatalf("processes of microbox's in its pid namespace: %v, want one spawner", found)
+	}
+	sp := found[0]
 	mine, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
 	its, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sp))
 	if !bytes.Equal(its, mine) {
@@ -656,11 +671,7 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	if want := "0→/dev/null 1→/dev/null 2→/dev/null 3→socket"; strings.Join(open, " ") != want {
 		t.Errorf("the spawner's descriptors: %v, want %s", open, want)
 	}
-	jail := jailPids(t, cmd.Process.Pid)
-	if len(jail) == 0 {
-		t.Fatal("found no jail processes under microbox")
-	}
-	for _, p := range []int{sp, jail[0]} {
+	checkNoSecrets := func(p int) {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p))
 		if err != nil || bytes.Contains(env, []byte("swordfish")) {
 			t.Errorf("process %d's environment holds microbox's (%v)", p, err)
@@ -669,6 +680,63 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 		if err != nil || bytes.Contains(args, []byte("marlin")) {
 			t.Errorf("process %d's command line holds microbox's (%v)", p, err)
 		}
+	}
+	checkNoSecrets(sp)
+
+	if err := os.WriteFile(fifo, []byte("print('ready', flush=True); import time; time.sleep(60)"), 0); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Read(make([]byte, 16)) // the program runs
+	jail := jailPids(t, cmd.Process.Pid)
+	if len(jail) == 0 {
+		t.Fatal("found no jail processes under microbox")
+	}
+	checkNoSecrets(jail[0])
+	for deadline := time.Now().Add(10 * time.Second); len(found) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		found = spawners()
+	}
+	if len(found) > 0 {
+		t.Errorf("the spawner (%v) still there while the program runs: it serves one jail", found)
+	}
+}
+
+// SIGINT, SIGTERM or SIGHUP to an in-process exec end its run: the verdict
+// says which signal, the jail is killed and its cgroup removed before
+// microbox exits 125. (A server's client: TestServeSignalEndsTheRun.)
+func TestExecInterrupted(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			cmd := exec.Command(microbox, "exec", "--timeout", "60s", "-c", "print('ready', flush=True); import time; time.sleep(60)")
+			cmd.Env = append(os.Environ(), socketEnv+"=")
+			stdout, _ := cmd.StdoutPipe()
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			stdout.Read(make([]byte, 16)) // the program runs
+			jail := jailPids(t, cmd.Process.Pid)
+			if len(jail) == 0 {
+				t.Fatal("found no jail processes under microbox")
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != nsjail.ExitSandboxError {
+				t.Fatalf("microbox ended with %v, want exit %d; stderr %s", err, nsjail.ExitSandboxError, stderr.String())
+			}
+			if want := "interrupted: " + unix.SignalName(sig); !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr %q, want %q", stderr.String(), want)
+			}
+			for _, pid := range jail {
+				if alive(pid) {
+					t.Errorf("jail process %d outlived microbox", pid)
+				}
+			}
+			if left := cgroupsOf(cmd.Process.Pid); len(left) > 0 {
+				t.Errorf("cgroups left behind: %v", left)
+			}
+		})
 	}
 }
 

@@ -88,6 +88,9 @@ func (inv *invocation) context() (context.Context, context.CancelFunc) {
 	if inv.ctx != nil {
 		return inv.ctx, func() {}
 	}
+	if ctx, stop, err := catchInterrupts(); err == nil {
+		return ctx, stop
+	}
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 }
 
