@@ -454,6 +454,9 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 	s := sv.spec
 	events := sv.events
 	outDone, errDone := stdout.done, stderr.done
+	// Channels that stay ready once they fire are dropped from the select
+	// after their first time, or it would spin until the jail has ended.
+	outOver, errOver, interrupted := stdout.exceeded, stderr.exceeded, ctx.Done()
 	deadline := time.NewTimer(SetupTimeout)
 	defer deadline.Stop()
 	var cpuCheck <-chan time.Time
@@ -501,11 +504,14 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 			default:
 				cpuCheck = time.After(sv.nextCPUCheck(used))
 			}
-		case <-stdout.exceeded:
+		case <-outOver:
+			outOver = nil
 			sv.kill(LimitStdout)
-		case <-stderr.exceeded:
+		case <-errOver:
+			errOver = nil
 			sv.kill(LimitStderr)
-		case <-ctx.Done():
+		case <-interrupted:
+			interrupted = nil
 			sv.setupErr = "interrupted: " + context.Cause(ctx).Error()
 			sv.kill("")
 		}

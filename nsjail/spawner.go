@@ -132,25 +132,33 @@ func (sp *Spawner) Close() error {
 // program leaves idle, instead of after it, on the caller's wait. Not
 // sooner: its exit would slow the jail's set-up. Other spawners serve on.
 func (sp *Spawner) done() {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	if !sp.once || sp.closed || sp.pid == 0 {
+	if !sp.once { // set before the spawner's first use, never after
 		return
 	}
-	sp.closed = true
-	sp.reaped = make(chan error, 1)
-	go func() { sp.reaped <- sp.stopLocked() }()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.closed || sp.pid == 0 {
+		return
+	}
+	pid, sock, reaped := sp.pid, sp.sock, make(chan error, 1)
+	sp.closed, sp.pid, sp.sock, sp.reaped = true, 0, nil, reaped
+	go func() { reaped <- stop(pid, sock) }()
 }
 
 // stopLocked closes the socket, at which the spawner exits, and reaps it.
-// Its caller holds mu, or owns the spawner alone (done).
 func (sp *Spawner) stopLocked() error {
 	if sp.pid == 0 {
 		return nil
 	}
-	sp.sock.Close()
-	ws, err := waitExit(sp.pid)
+	pid, sock := sp.pid, sp.sock
 	sp.pid, sp.sock = 0, nil
+	return stop(pid, sock)
+}
+
+// stop closes a spawner's socket, at which it exits, and reaps it.
+func stop(pid int, sock *os.File) error {
+	sock.Close()
+	ws, err := waitExit(pid)
 	switch {
 	case err != nil:
 		return fmt.Errorf("jail spawner: %w", err)

@@ -280,12 +280,13 @@ void microbox_unpin(void)
 
 // An in-process exec's SIGINT, SIGTERM and SIGHUP, caught without Go's
 // os/signal, whose Notify starts two threads and hands work between them
-// (about a millisecond of a run on the machine in BENCHMARKS.md). The
+// (about 2 ms of CPU and of wall time per run on the machine in
+// BENCHMARKS.md). The
 // handler only writes the signal's number to a pipe, which Go reads in its
 // poller (catchInterrupts in client.go). Go's documentation allows C code
 // to take over an asynchronous signal after the runtime has started, with
 // SA_ONSTACK since Go's threads have small stacks.
-static int interrupt_pipe = -1;
+static volatile sig_atomic_t interrupt_pipe = -1;
 
 static void on_interrupt(int sig)
 {
@@ -317,6 +318,7 @@ int microbox_catch_interrupts(void)
 			int err = errno;
 			while (i-- > 0) // Go's handlers back, for os/signal to use
 				sigaction(sigs[i], &old[i], NULL);
+			interrupt_pipe = -1;
 			close(p[0]);
 			close(p[1]);
 			errno = err;

@@ -29,10 +29,11 @@ func oneProcessor() {
 }
 
 // catchInterrupts returns a context that SIGINT, SIGTERM or SIGHUP cancel,
-// with the signal as its cause, for the rest of the process's life: the
-// handler is C's (client.c), the signal comes through a pipe that a
-// goroutine reads in Go's poller. An in-process exec takes this over
-// signal.NotifyContext, whose threads cost a run about a millisecond.
+// with the first one as its cause. The handler is C's (client.c) and stays
+// for the rest of the process's life, which for a one-shot exec ends with
+// the run: later signals are read and dropped. The signals come through a
+// pipe that a goroutine reads in Go's poller. An in-process exec takes
+// this over signal.NotifyContext, whose threads cost a run about 2 ms here.
 func catchInterrupts() (context.Context, context.CancelFunc, error) {
 	fd, err := C.microbox_catch_interrupts()
 	if fd < 0 {
@@ -42,8 +43,14 @@ func catchInterrupts() (context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
 		var b [1]byte
-		if n, _ := pipe.Read(b[:]); n == 1 {
-			cancel(signalCause{syscall.Signal(b[0])})
+		for {
+			n, err := pipe.Read(b[:])
+			if err != nil {
+				return
+			}
+			if n == 1 {
+				cancel(signalCause{syscall.Signal(b[0])}) // the first cause stays
+			}
 		}
 	}()
 	return ctx, func() { cancel(nil) }, nil

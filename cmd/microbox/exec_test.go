@@ -423,7 +423,7 @@ time.sleep(60)`)
 	}
 	buf := make([]byte, 16)
 	stdout.Read(buf)                        // the jail is up
-	pids := descendants(t, cmd.Process.Pid) // the spawner with the jail
+	pids := descendants(t, cmd.Process.Pid) // the jail (the spawner is gone: TestExecSpawnerDiesWithMicrobox)
 	if len(jailPids(t, cmd.Process.Pid)) == 0 {
 		t.Fatal("found no jail processes under microbox")
 	}
@@ -621,13 +621,7 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	// The program comes through a FIFO: microbox reads it, and waits there,
-	// after the spawner was forked and before there is a jail.
-	fifo := filepath.Join(t.TempDir(), "main.py")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "--env", "ARG_SECRET=marlin", fifo)
+	cmd, fifo := startWithFIFOProgram(t, "--env", "ARG_SECRET=marlin")
 	cmd.Env = append(os.Environ(), socketEnv+"=", "MICROBOX_TEST_SECRET=swordfish")
 	cmd.ExtraFiles = []*os.File{f}
 	stdout, _ := cmd.StdoutPipe()
@@ -636,24 +630,7 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Signal(syscall.SIGTERM) // microbox ends the run and removes its cgroup
-	own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
-	spawners := func() (out []int) {
-		for _, p := range descendants(t, cmd.Process.Pid) {
-			if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); ns == own {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-	var found []int
-	for deadline := time.Now().Add(10 * time.Second); len(found) == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond) // microbox's constructor may not have run yet
-		found = spawners()
-	}
-	if len(found) != 1 {
-		t.Fatalf("processes of microbox's in its pid namespace: %v, want one spawner", found)
-	}
-	sp := found[0]
+	sp := waitForSpawner(t, cmd.Process.Pid)
 	mine, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
 	its, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sp))
 	if !bytes.Equal(its, mine) {
@@ -683,22 +660,98 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	}
 	checkNoSecrets(sp)
 
-	if err := os.WriteFile(fifo, []byte("print('ready', flush=True); import time; time.sleep(60)"), 0); err != nil {
-		t.Fatal(err)
-	}
+	writeFIFO(t, fifo, "print('ready', flush=True); import time; time.sleep(60)")
 	stdout.Read(make([]byte, 16)) // the program runs
 	jail := jailPids(t, cmd.Process.Pid)
 	if len(jail) == 0 {
 		t.Fatal("found no jail processes under microbox")
 	}
 	checkNoSecrets(jail[0])
-	for deadline := time.Now().Add(10 * time.Second); len(found) > 0 && time.Now().Before(deadline); {
+	// Gone from /proc: it has exited and microbox has reaped it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", sp)); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the spawner (%d) is still there, or not reaped, while the program runs: it serves one jail", sp)
+		}
+	}
+}
+
+// A one-shot exec's spawner dies with microbox, even before it has cloned
+// anything: at the EOF on its socket, and by its parent-death signal
+// (init.c) if it were stuck elsewhere.
+func TestExecSpawnerDiesWithMicrobox(t *testing.T) {
+	cmd, _ := startWithFIFOProgram(t)
+	cmd.Env = append(os.Environ(), socketEnv+"=")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sp := waitForSpawner(t, cmd.Process.Pid)
+	cmd.Process.Signal(syscall.SIGKILL) // waiting for its program: no jail, no cgroup yet
+	cmd.Wait()
+	for deadline := time.Now().Add(10 * time.Second); alive(sp); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spawner %d outlived microbox", sp)
+		}
 		time.Sleep(10 * time.Millisecond)
-		found = spawners()
 	}
-	if len(found) > 0 {
-		t.Errorf("the spawner (%v) still there while the program runs: it serves one jail", found)
+}
+
+// startWithFIFOProgram makes an in-process `microbox exec FIFO` with args
+// before the program: microbox reads the program from the FIFO, and waits
+// there, after its spawner was forked and before there is a jail.
+func startWithFIFOProgram(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "main.py")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
 	}
+	args = append(append([]string{"exec", "--timeout", "60s"}, args...), fifo)
+	return exec.Command(microbox, args...), fifo
+}
+
+// writeFIFO writes the program into the FIFO microbox reads, failing,
+// rather than hanging, if microbox never opens it.
+func writeFIFO(t *testing.T, fifo, program string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == unix.ENXIO && time.Now().Before(deadline) {
+			continue // no reader yet
+		}
+		if err != nil {
+			t.Fatalf("open %s for microbox to read: %v", fifo, err)
+		}
+		_, err = unix.Write(fd, []byte(program))
+		unix.Close(fd)
+		if err != nil {
+			t.Fatalf("write the program: %v", err)
+		}
+		return
+	}
+}
+
+// waitForSpawner returns the one process of microbox's pid namespace among
+// its descendants: the spawner, forked by the ELF constructor, which may
+// not have run yet when the test looks first.
+func waitForSpawner(t *testing.T, pid int) int {
+	t.Helper()
+	own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	var found []int
+	for deadline := time.Now().Add(10 * time.Second); len(found) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		found = nil
+		for _, p := range descendants(t, pid) {
+			if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); ns == own {
+				found = append(found, p)
+			}
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("processes of microbox's in its pid namespace: %v, want one spawner", found)
+	}
+	return found[0]
 }
 
 // SIGINT, SIGTERM or SIGHUP to an in-process exec end its run: the verdict
