@@ -54,6 +54,9 @@ func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *Result, teardown
 		return sandboxError(err.Error()), func() error { return nil }
 	}
 	sv := &supervisor{began: monotonic(), trace: s.Trace}
+	for _, m := range s.Before {
+		sv.markAt(m.Name, m.At)
+	}
 	sh, err := ShapeOf(s)
 	if err == nil {
 		err = sv.start(sp, sh)

@@ -77,6 +77,16 @@ type Spec struct {
 
 	// Trace records the set-up phases with timestamps in the result.
 	Trace bool
+	// Before are the caller's own moments before the run (a one-shot
+	// exec's process start and Go's main): with Trace they open the trace,
+	// at negative times.
+	Before []Moment
+}
+
+// A Moment is a named instant in CLOCK_MONOTONIC nanoseconds.
+type Moment struct {
+	Name string
+	At   int64
 }
 
 // File is a file written into the sandbox's scratch area.

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_SOCKET "/run/microbox/exec.sock" // serve.go: defaultSocket
@@ -328,10 +329,17 @@ int microbox_catch_interrupts(void)
 	return p[0];
 }
 
+// When an exec's constructor began, in CLOCK_MONOTONIC nanoseconds: the
+// first moment of the process that --trace reports (client.go).
+long long microbox_constructor_ns;
+
 __attribute__((constructor)) static void microbox_client(int argc, char **argv, char **envp)
 {
 	if (argc < 2 || strcmp(argv[1], "exec") != 0 || getenv("_MICROBOX_INIT"))
 		return;
+	struct timespec now;
+	if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+		microbox_constructor_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
 	hand_over(argc, argv, envp);
 	// In-process, then: its jail's spawner starts now, while Go does, and
 	// with the caller's CPUs, before Go's start is confined to one.

@@ -7,6 +7,7 @@ package main
 // #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
 // void microbox_unpin(void);
 // int microbox_catch_interrupts(void);
+// extern long long microbox_constructor_ns;
 import "C"
 
 import (
@@ -15,6 +16,10 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/nsjail"
 )
 
 // oneProcessor is the Go half of the constructor's pin (client.c) for a
@@ -54,4 +59,24 @@ func catchInterrupts() (context.Context, context.CancelFunc, error) {
 		}
 	}()
 	return ctx, func() { cancel(nil) }, nil
+}
+
+// processMoments are the process's own moments before its run, for
+// --trace: the exec constructor's start (just after the kernel's execve)
+// and Go's main (mainAt). None for a process that did not start as
+// `microbox exec`.
+func processMoments(mainAt int64) []nsjail.Moment {
+	if C.microbox_constructor_ns == 0 {
+		return nil
+	}
+	return []nsjail.Moment{
+		{Name: "process-start", At: int64(C.microbox_constructor_ns)},
+		{Name: "go-main", At: mainAt},
+	}
+}
+
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }

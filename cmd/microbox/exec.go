@@ -221,6 +221,9 @@ func (f *execFlags) spec(c *cobra.Command, args []string) (*nsjail.Spec, error) 
 		s.Stdout, s.Stderr = inv.stdout, inv.stderr
 	}
 	s.Stdin = stdin(inv)
+	if s.Trace {
+		s.Before = inv.moments
+	}
 	return s, nil
 }
 

@@ -754,6 +754,38 @@ func waitForSpawner(t *testing.T, pid int) int {
 	return found[0]
 }
 
+// --trace lists the run's phases in time order, up to the program's exit;
+// an in-process exec's list opens with the process's own start (its ELF
+// constructor) and Go's main, before the run, at negative times.
+func TestExecTrace(t *testing.T) {
+	cmd := exec.Command(microbox, "exec", "--json", "--trace", "-c", "print(1)")
+	r := jsonResult(t, cmd)
+	wantStatus(t, r, nsjail.StatusOK)
+	at := map[string]float64{}
+	var names []string
+	for i, p := range r.Trace {
+		if i > 0 && p.AtMs < r.Trace[i-1].AtMs {
+			t.Errorf("phase %s at %.3f ms comes after %s at %.3f ms", p.Name, p.AtMs, r.Trace[i-1].Name, r.Trace[i-1].AtMs)
+		}
+		at[p.Name] = p.AtMs
+		names = append(names, p.Name)
+	}
+	for _, want := range []string{"plan-read", "exec", "started", "exited"} {
+		if _, ok := at[want]; !ok {
+			t.Errorf("no %s phase in %v", want, names)
+		}
+	}
+	if got := at["exited"] - at["started"]; got < r.WallTimeMs-0.01 || got > r.WallTimeMs+0.01 {
+		t.Errorf("started → exited is %.3f ms, the program's wall time %.3f ms", got, r.WallTimeMs)
+	}
+	if os.Getenv(serveTestEnv) == "1" {
+		return // a server's run: the client's process is not the supervisor's
+	}
+	if len(names) < 3 || names[0] != "process-start" || names[1] != "go-main" || at["go-main"] >= 0 {
+		t.Errorf("an in-process trace opens with process-start and go-main before the run: %v", r.Trace[:min(3, len(r.Trace))])
+	}
+}
+
 // SIGINT, SIGTERM or SIGHUP to an in-process exec end its run: the verdict
 // says which signal, the jail is killed and its cgroup removed before
 // microbox exits 125. (A server's client: TestServeSignalEndsTheRun.)

@@ -31,10 +31,12 @@ func usagef(format string, args ...any) error {
 }
 
 func main() {
+	mainAt := monotonicNow()
 	if len(os.Args) > 1 && os.Args[1] == "exec" {
 		oneProcessor()
 	}
 	inv := processInvocation()
+	inv.moments = processMoments(mainAt)
 	os.Exit(inv.run(os.Args[1:], subcommands(inv, os.Args[1:])))
 }
 
@@ -52,6 +54,7 @@ type invocation struct {
 	teardowns             []func() error  // the server's runs' teardowns, for after the answer
 	staleGroups           *staleGroupsGC  // the server's pacing of cgroup.GC; nil: every run
 	status                int             // exit status set by the command
+	moments               []nsjail.Moment // the process's own, before its run, for --trace
 }
 
 func processInvocation() *invocation {

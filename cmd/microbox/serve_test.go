@@ -102,6 +102,25 @@ func startSleeper(t *testing.T, cmd *exec.Cmd) {
 
 const sleeperCode = "import time; print('ready', flush=True); time.sleep(60)"
 
+// A server stopped right after a run, while it starts the jails for the
+// next ones, leaves no cgroup behind: it waits for them and ends them.
+func TestServeStopLeavesNoCgroups(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "s", "exec.sock")
+	var log bytes.Buffer
+	server, err := launchServer(socket, &log)
+	if err != nil {
+		t.Fatalf("%v: %s", err, log.String())
+	}
+	out, err := client(socket, "-c", "print(1)").CombinedOutput()
+	if err != nil || string(out) != "1\n" {
+		t.Fatalf("client: %v %q", err, out)
+	}
+	stopServer(server) // its refill is under way
+	if left := cgroupsOf(server.Process.Pid); len(left) > 0 {
+		t.Errorf("cgroups left behind by the stopped server: %v\nlog:\n%s", left, log.String())
+	}
+}
+
 // The server, not the client, runs the jail: the program's processes are
 // the server's descendants and the client has none. Every verdict is the
 // one an in-process exec gives.

@@ -30,6 +30,11 @@ type warmPool struct {
 	starting int
 	closed   bool
 	failing  bool // the last start failed: wait for the next run to retry
+
+	// background counts jails being started or closed off the runs' path:
+	// close waits for them, or a server stopping while one starts would
+	// leave its cgroup behind.
+	background sync.WaitGroup
 }
 
 func newWarmPool(size int, sp *nsjail.Spawner) *warmPool {
@@ -60,7 +65,7 @@ func (p *warmPool) take(shape nsjail.Shape) *nsjail.Jail {
 	}
 	if !p.keyed || !shape.Equal(p.shape) {
 		for _, j := range p.ready {
-			go j.Close()
+			p.closeLater(j)
 		}
 		p.ready = nil
 		p.shape, p.keyed, p.failing = shape, true, false
@@ -73,9 +78,18 @@ func (p *warmPool) take(shape nsjail.Shape) *nsjail.Jail {
 		if j.Alive() {
 			return j
 		}
-		go j.Close()
+		p.closeLater(j)
 	}
 	return nil
+}
+
+// closeLater closes a jail in the background; mu is held.
+func (p *warmPool) closeLater(j *nsjail.Jail) {
+	p.background.Add(1)
+	go func() {
+		defer p.background.Done()
+		j.Close()
+	}()
 }
 
 // refill starts the jails the pool lacks. The server calls it when a run
@@ -92,9 +106,13 @@ func (p *warmPool) refill() {
 
 // fill starts jails until size are ready or on their way; mu is held.
 func (p *warmPool) fill() {
-	for !p.failing && len(p.ready)+p.starting < p.size {
+	for !p.closed && !p.failing && len(p.ready)+p.starting < p.size {
 		p.starting++
-		go p.start(p.shape, p.gen)
+		p.background.Add(1)
+		go func(shape nsjail.Shape, gen int) {
+			defer p.background.Done()
+			p.start(shape, gen)
+		}(p.shape, p.gen)
 	}
 }
 
@@ -109,21 +127,24 @@ func (p *warmPool) start(shape nsjail.Shape, gen int) {
 		fmt.Fprintf(os.Stderr, "microbox: serve: start a jail ahead of its run: %v\n", err)
 		p.failing = true
 	case p.closed || gen != p.gen:
-		go j.Close()
+		p.closeLater(j)
 		p.fill()
 	default:
 		p.ready = append(p.ready, j)
 	}
 }
 
-// close ends the ready jails; those still starting end as they come.
-// The spawner stays for them: it ends with the server.
+// close ends the ready jails, and waits for those still starting, which
+// end as they come, and for those closing. The spawner stays for them: it
+// ends with the server.
 func (p *warmPool) close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
-	for _, j := range p.ready {
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	for _, j := range ready {
 		j.Close()
 	}
-	p.ready = nil
+	p.background.Wait()
 }

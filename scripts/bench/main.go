@@ -944,6 +944,11 @@ type parts struct {
 	// spawner. With --no-cgroup the result's CPU time is the program's
 	// own, so PID 1 counts here too.
 	CPUOutside float64 `json:"cpu_outside_ms"`
+	// BeforeRun is from the process's start (its exec constructor, in the
+	// trace as process-start) to the run's; ToMain the part of it up to
+	// Go's main (go-main). Zero for a binary whose trace lacks them.
+	BeforeRun float64 `json:"before_run_ms"`
+	ToMain    float64 `json:"to_go_main_ms"`
 }
 
 type phaseRow struct {
@@ -1015,14 +1020,26 @@ func (s *series) run(timeout time.Duration, rep *report) {
 // parts is the median split of the series' wall time: what microbox
 // reports (set-up, program) and the rest, spent outside nsjail.Run.
 func (s *series) parts() parts {
-	var setups, programs, outside, cpuOutside []float64
+	var setups, programs, outside, cpuOutside, beforeRun, toMain []float64
 	for i, r := range s.runs {
 		setups, programs = append(setups, r.Setup), append(programs, r.Program)
 		outside = append(outside, s.totals[i]-r.Setup-r.Program)
 		cpuOutside = append(cpuOutside, s.cpus[i]-r.CPU)
+		at := map[string]float64{}
+		for _, p := range r.Trace {
+			at[p.Name] = p.At
+		}
+		if start, ok := at["process-start"]; ok {
+			beforeRun = append(beforeRun, -start)
+			toMain = append(toMain, at["go-main"]-start)
+		}
 	}
-	return parts{Total: median(s.totals), Setup: median(setups), Program: median(programs), Outside: median(outside),
+	p := parts{Total: median(s.totals), Setup: median(setups), Program: median(programs), Outside: median(outside),
 		CPUOutside: median(cpuOutside)}
+	if len(beforeRun) > 0 {
+		p.BeforeRun, p.ToMain = median(beforeRun), median(toMain)
+	}
+	return p
 }
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -1072,6 +1089,9 @@ func timeline(runs []traced) []phaseRow {
 			times[p.Name] = p.At
 		}
 		prev := 0.0
+		if len(r.Trace) > 0 && r.Trace[0].At < 0 {
+			prev = r.Trace[0].At // the process's own phases, before the run
+		}
 		for _, n := range names {
 			if v, ok := times[n]; ok {
 				at[n] = append(at[n], v)
@@ -1288,8 +1308,9 @@ func renderTrace(b *strings.Builder, t *traceReport) {
 		return
 	}
 	fmt.Fprintf(b, "### Where microbox's time goes (`--json --trace`, median of %d runs)\n\n", t.Runs)
-	b.WriteString("Times are from the supervisor's start of the run (nsjail.Run); " +
-		"Δ is the median gap since the previous phase.\n\n")
+	b.WriteString("Times are from the supervisor's start of the run (nsjail.Run); the negative ones are the " +
+		"process's own, before it (`process-start`: microbox's exec constructor, just after the kernel's execve; " +
+		"`go-main`). Δ is the median gap since the previous phase.\n\n")
 	b.WriteString("| phase | at ms | Δ ms |\n|---|--:|--:|\n")
 	for _, p := range t.Phases {
 		fmt.Fprintf(b, "| %s | %.2f | %.2f |\n", p.Name, p.At, p.Delta)
@@ -1301,10 +1322,22 @@ func renderTrace(b *strings.Builder, t *traceReport) {
 	fmt.Fprintf(b, "| wall_time_ms (program's execve → exit) | %.2f | %.2f |\n", f.Program, nc.Program)
 	fmt.Fprintf(b, "| outside = total − setup − wall (process start, Go runtime, flags; "+
 		"after the exit: cgroup removal, JSON, process exit) | %.2f | %.2f |\n", f.Outside, nc.Outside)
-	fmt.Fprintf(b, "| … of which the binary's start alone (`microbox exec --help` wall: exec, Go runtime, "+
-		"package inits) | %.2f | |\n", t.Start)
-	fmt.Fprintf(b, "| … the rest (flags and spec before the run; cgroup removal, JSON and exit after it; the cgroup GC runs beside the run) | %.2f | %.2f |\n",
-		f.Outside-t.Start, nc.Outside-t.Start)
+	if f.BeforeRun > 0 {
+		fmt.Fprintf(b, "| … of which from the process's start (its exec constructor: `process-start`) to the run's: "+
+			"Go's runtime, package inits, flags and spec | %.2f | %.2f |\n", f.BeforeRun, nc.BeforeRun)
+		fmt.Fprintf(b, "| … … of which up to Go's main (`go-main`): Go's runtime and package inits | %.2f | %.2f |\n",
+			f.ToMain, nc.ToMain)
+	}
+	fmt.Fprintf(b, "| … the binary's start alone, for comparison (`microbox exec --help` wall: exec, Go runtime, "+
+		"package inits, exit) | %.2f | |\n", t.Start)
+	if f.BeforeRun > 0 {
+		fmt.Fprintf(b, "| … the rest (outside − process start to run start): the kernel's exec of microbox before its "+
+			"constructor; after the exit, cgroup removal, JSON and process exit | %.2f | %.2f |\n",
+			f.Outside-f.BeforeRun, nc.Outside-nc.BeforeRun)
+	} else {
+		fmt.Fprintf(b, "| … the rest (flags and spec before the run; cgroup removal, JSON and exit after it; the cgroup GC runs beside the run) | %.2f | %.2f |\n",
+			f.Outside-t.Start, nc.Outside-t.Start)
+	}
 	fmt.Fprintf(b, "| bare python wall, interleaved with the traced runs | %.2f | |\n", t.Bare)
 	fmt.Fprintf(b, "| CPU outside the run's cgroup (wait4's user + system − the result's cpu_time_ms): "+
 		"microbox's process and its spawner; without a cgroup, PID 1 too | %.2f | %.2f |\n\n", f.CPUOutside, nc.CPUOutside)
