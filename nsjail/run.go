@@ -3,12 +3,14 @@ package nsjail
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,9 +56,7 @@ func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *Result, teardown
 		return sandboxError(err.Error()), func() error { return nil }
 	}
 	sv := &supervisor{began: monotonic(), trace: s.Trace}
-	for _, m := range s.Before {
-		sv.markAt(m.Name, m.At)
-	}
+	sv.markMoments(s.Before)
 	sh, err := ShapeOf(s)
 	if err == nil {
 		err = sv.start(sp, sh)
@@ -179,6 +179,7 @@ func (j *Jail) Run(ctx context.Context, s *Spec, sh Shape) (res *Result, teardow
 		return sandboxError(err.Error()), noop
 	}
 	sv.began, sv.trace = monotonic(), s.Trace
+	sv.markMoments(s.Before)
 	return sv.finish(ctx, s, nil)
 }
 
@@ -323,13 +324,20 @@ func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*Res
 	if sv.cg != nil {
 		res.Cgroup = string(sv.cg.Mode())
 	}
-	res.Trace = sv.phases
+	res.Trace = sv.timeline()
 	res.Seccomp = s.SeccompMode
 	return res, func() error {
 		err := sv.teardown()
-		res.Trace = sv.phases
+		res.Trace = sv.timeline()
 		return err
 	}
+}
+
+// timeline is the trace in time order: PID 1's phases come in through
+// its status pipe, after the supervisor may have marked later ones.
+func (sv *supervisor) timeline() []Phase {
+	slices.SortStableFunc(sv.phases, func(a, b Phase) int { return cmp.Compare(a.AtMs, b.AtMs) })
+	return sv.phases
 }
 
 // teardown waits for the jail's end and removes its cgroup.
@@ -556,6 +564,13 @@ func (sv *supervisor) kill(limit string) {
 	unix.Kill(sv.pid, unix.SIGKILL)
 	if sv.cg != nil {
 		sv.cg.Kill()
+	}
+}
+
+// markMoments records the caller's moments before the run (Spec.Before).
+func (sv *supervisor) markMoments(moments []Moment) {
+	for _, m := range moments {
+		sv.markAt(m.Name, m.At)
 	}
 }
 

@@ -286,7 +286,7 @@ void microbox_unpin(void)
 // handler only writes the signal's number to a pipe, which Go reads in its
 // poller (catchInterrupts in client.go). Go's documentation allows C code
 // to take over an asynchronous signal after the runtime has started, with
-// SA_ONSTACK since Go's threads have small stacks.
+// SA_ONSTACK: a signal may come while a goroutine's small stack is in use.
 static volatile sig_atomic_t interrupt_pipe = -1;
 
 static void on_interrupt(int sig)

@@ -31,6 +31,9 @@ var microbox string // path of the binary under test
 const serveTestEnv = "MICROBOX_TEST_SERVE"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(catchChildEnv) != "" { // TestCatchInterrupts's child: that test only
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "microbox-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -423,7 +426,7 @@ time.sleep(60)`)
 	}
 	buf := make([]byte, 16)
 	stdout.Read(buf)                        // the jail is up
-	pids := descendants(t, cmd.Process.Pid) // the jail (the spawner is gone: TestExecSpawnerDiesWithMicrobox)
+	pids := descendants(t, cmd.Process.Pid) // the jail, and the spawner if it is not reaped yet
 	if len(jailPids(t, cmd.Process.Pid)) == 0 {
 		t.Fatal("found no jail processes under microbox")
 	}
@@ -631,6 +634,15 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	defer cmd.Wait()
 	defer cmd.Process.Signal(syscall.SIGTERM) // microbox ends the run and removes its cgroup
 	sp := waitForSpawner(t, cmd.Process.Pid)
+	// The forked child sets itself up after the fork: its descriptors come
+	// last, after the wipe and its process group (init.c).
+	const wantFDs = "0→/dev/null 1→/dev/null 2→/dev/null 3→socket"
+	for deadline := time.Now().Add(10 * time.Second); spawnerFDs(sp) != wantFDs && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := spawnerFDs(sp); got != wantFDs {
+		t.Errorf("the spawner's descriptors: %v, want %s", got, wantFDs)
+	}
 	mine, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
 	its, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sp))
 	if !bytes.Equal(its, mine) {
@@ -638,15 +650,6 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	}
 	if pgid, _ := syscall.Getpgid(sp); pgid != sp {
 		t.Errorf("the spawner is in process group %d, want its own (%d)", pgid, sp)
-	}
-	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", sp))
-	var open []string
-	for _, fd := range fds {
-		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", sp, fd.Name()))
-		open = append(open, fd.Name()+"→"+strings.SplitN(target, ":", 2)[0])
-	}
-	if want := "0→/dev/null 1→/dev/null 2→/dev/null 3→socket"; strings.Join(open, " ") != want {
-		t.Errorf("the spawner's descriptors: %v, want %s", open, want)
 	}
 	checkNoSecrets := func(p int) {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p))
@@ -687,9 +690,9 @@ func TestExecSpawnerDiesWithMicrobox(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // if the test ends early
 	sp := waitForSpawner(t, cmd.Process.Pid)
 	cmd.Process.Signal(syscall.SIGKILL) // waiting for its program: no jail, no cgroup yet
-	cmd.Wait()
 	for deadline := time.Now().Add(10 * time.Second); alive(sp); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the spawner %d outlived microbox", sp)
@@ -752,6 +755,18 @@ func waitForSpawner(t *testing.T, pid int) int {
 		t.Fatalf("processes of microbox's in its pid namespace: %v, want one spawner", found)
 	}
 	return found[0]
+}
+
+// spawnerFDs lists a spawner's descriptors as "fd→target" (socket targets
+// without their inode).
+func spawnerFDs(sp int) string {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", sp))
+	var open []string
+	for _, fd := range fds {
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", sp, fd.Name()))
+		open = append(open, fd.Name()+"→"+strings.SplitN(target, ":", 2)[0])
+	}
+	return strings.Join(open, " ")
 }
 
 // --trace lists the run's phases in time order, up to the program's exit;

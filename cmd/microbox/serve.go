@@ -74,13 +74,15 @@ func serveCommand(*invocation) *cobra.Command {
 		Short: "Run exec for one-shot callers without a Go start per run",
 		Long: `Listen on a Unix socket and run ` + "`microbox exec`" + ` for callers of the same
 user, who keep calling ` + "`microbox exec`" + ` as before: when the socket exists, exec
-hands its run to this server instead of starting Go (about 10 ms less per run).
-The server also keeps --warm jails started ahead in the shape of the last run
-(its cgroup limits and mounts; fresh namespaces, cgroup and mounts, each used
-for one run only), which takes about 5 ms more off a run, and it answers
-before the jail's teardown. Runs, limits and results are exactly those of an
-in-process exec; run cgroups are made under the server's cgroup. SIGTERM or
-SIGINT stop the server and the runs it has under way.`,
+hands its run to this server instead of starting Go (about 9 ms less per run
+in BENCHMARKS.md). The server also keeps --warm jails started ahead in the
+shape of the last run (its cgroup limits and mounts; fresh namespaces, cgroup
+and mounts, each used for one run only), which takes about 3 ms more off a
+run, and it answers before the jail's teardown. Runs, limits and results are
+exactly those of an in-process exec; run cgroups are made under the server's
+cgroup. SIGTERM or SIGINT stop the server and the runs it has under way, and
+it waits for the jails it is starting to end too; a second signal ends it at
+once.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if socket == "" {
@@ -147,6 +149,9 @@ func serve(path string, jails *warmPool) error {
 			serveConn(ctx, conn, jails, staleGroups)
 		}()
 	}
+	// A second SIGTERM or ^C ends the server at once from here on: the
+	// wait below is for runs ending and jails being started or closed.
+	stop()
 	runs.Wait()
 	jails.close()
 	return nil

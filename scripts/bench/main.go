@@ -1309,10 +1309,14 @@ func renderTrace(b *strings.Builder, t *traceReport) {
 	}
 	fmt.Fprintf(b, "### Where microbox's time goes (`--json --trace`, median of %d runs)\n\n", t.Runs)
 	b.WriteString("Times are from the supervisor's start of the run (nsjail.Run); the negative ones are the " +
-		"process's own, before it (`process-start`: microbox's exec constructor, just after the kernel's execve; " +
+		"process's own, before it (`process-start`: microbox's exec constructor, after the kernel's execve and libc's start-up; " +
 		"`go-main`). Δ is the median gap since the previous phase.\n\n")
 	b.WriteString("| phase | at ms | Δ ms |\n|---|--:|--:|\n")
-	for _, p := range t.Phases {
+	for i, p := range t.Phases {
+		if i == 0 && p.At < 0 {
+			fmt.Fprintf(b, "| %s | %.2f | — |\n", p.Name, p.At)
+			continue
+		}
 		fmt.Fprintf(b, "| %s | %.2f | %.2f |\n", p.Name, p.At, p.Delta)
 	}
 	f, nc := t.Full, t.NoCgroup
@@ -1331,8 +1335,8 @@ func renderTrace(b *strings.Builder, t *traceReport) {
 	fmt.Fprintf(b, "| … the binary's start alone, for comparison (`microbox exec --help` wall: exec, Go runtime, "+
 		"package inits, exit) | %.2f | |\n", t.Start)
 	if f.BeforeRun > 0 {
-		fmt.Fprintf(b, "| … the rest (outside − process start to run start): the kernel's exec of microbox before its "+
-			"constructor; after the exit, cgroup removal, JSON and process exit | %.2f | %.2f |\n",
+		fmt.Fprintf(b, "| … the rest (outside − process start to run start, a difference of medians): the kernel's exec of "+
+			"microbox and libc's start-up before its constructor; after the exit, cgroup removal, JSON and process exit | %.2f | %.2f |\n",
 			f.Outside-f.BeforeRun, nc.Outside-nc.BeforeRun)
 	} else {
 		fmt.Fprintf(b, "| … the rest (flags and spec before the run; cgroup removal, JSON and exit after it; the cgroup GC runs beside the run) | %.2f | %.2f |\n",
