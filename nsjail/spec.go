@@ -89,6 +89,9 @@ type Moment struct {
 	At   int64
 }
 
+// MomentNow is the moment name, now, on the clock a trace uses.
+func MomentNow(name string) Moment { return Moment{Name: name, At: monotonic()} }
+
 // File is a file written into the sandbox's scratch area.
 type File struct {
 	Path string // absolute path inside the sandbox, in a scratch area

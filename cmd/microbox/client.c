@@ -282,11 +282,11 @@ void microbox_unpin(void)
 // An in-process exec's SIGINT, SIGTERM and SIGHUP, caught without Go's
 // os/signal, whose Notify starts two threads and hands work between them
 // (about 2 ms of CPU and of wall time per run on the machine in
-// BENCHMARKS.md). The
-// handler only writes the signal's number to a pipe, which Go reads in its
-// poller (catchInterrupts in client.go). Go's documentation allows C code
-// to take over an asynchronous signal after the runtime has started, with
-// SA_ONSTACK: a signal may come while a goroutine's small stack is in use.
+// BENCHMARKS.md). The handler only writes the signal's number to a pipe,
+// which Go reads in its poller (catchInterrupts in client.go). Go's
+// documentation allows C code to take over an asynchronous signal after
+// the runtime has started, with SA_ONSTACK: a signal may come while a
+// goroutine's small stack is in use.
 static volatile sig_atomic_t interrupt_pipe = -1;
 
 static void on_interrupt(int sig)

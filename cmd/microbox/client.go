@@ -17,8 +17,6 @@ import (
 	"runtime"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/microbox/microbox/nsjail"
 )
 
@@ -62,21 +60,12 @@ func catchInterrupts() (context.Context, context.CancelFunc, error) {
 }
 
 // processMoments are the process's own moments before its run, for
-// --trace: the exec constructor's start (just after the kernel's execve)
-// and Go's main (mainAt). None for a process that did not start as
-// `microbox exec`.
-func processMoments(mainAt int64) []nsjail.Moment {
+// --trace: the exec constructor's start (after the kernel's execve and
+// libc's start-up) and Go's main. None for a process that did not start
+// as `microbox exec`.
+func processMoments(goMain nsjail.Moment) []nsjail.Moment {
 	if C.microbox_constructor_ns == 0 {
 		return nil
 	}
-	return []nsjail.Moment{
-		{Name: "process-start", At: int64(C.microbox_constructor_ns)},
-		{Name: "go-main", At: mainAt},
-	}
-}
-
-func monotonicNow() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
+	return []nsjail.Moment{{Name: "process-start", At: int64(C.microbox_constructor_ns)}, goMain}
 }

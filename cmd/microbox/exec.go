@@ -221,9 +221,7 @@ func (f *execFlags) spec(c *cobra.Command, args []string) (*nsjail.Spec, error) 
 		s.Stdout, s.Stderr = inv.stdout, inv.stderr
 	}
 	s.Stdin = stdin(inv)
-	if s.Trace {
-		s.Before = inv.moments
-	}
+	s.Before = inv.moments // in the trace only with --trace
 	return s, nil
 }
 

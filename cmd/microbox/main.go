@@ -31,12 +31,12 @@ func usagef(format string, args ...any) error {
 }
 
 func main() {
-	mainAt := monotonicNow()
+	goMain := nsjail.MomentNow("go-main")
 	if len(os.Args) > 1 && os.Args[1] == "exec" {
 		oneProcessor()
 	}
 	inv := processInvocation()
-	inv.moments = processMoments(mainAt)
+	inv.moments = processMoments(goMain)
 	os.Exit(inv.run(os.Args[1:], subcommands(inv, os.Args[1:])))
 }
 
