@@ -220,7 +220,7 @@ func (p *plan) rootFilesTmpfs(s *Spec) {
 
 // mkdirAll emits mkdir steps for dir and its missing parents in /newroot.
 func (p *plan) mkdirAll(dir string, made map[string]bool) {
-	if made[dir] {
+	if made[dir] || !path.IsAbs(dir) {
 		return
 	}
 	p.mkdirAll(path.Dir(dir), made)
@@ -261,7 +261,7 @@ func (p *plan) scratch(s *Spec, ids idMapping) {
 // scratchDir creates dir (inside a scratch mount, under the prefix the root
 // has at that point) owned by the program.
 func (p *plan) scratchDir(prefix, dir string, ids idMapping, made map[string]bool) {
-	if made[dir] {
+	if made[dir] || !path.IsAbs(dir) {
 		return
 	}
 	p.scratchDir(prefix, path.Dir(dir), ids, made)

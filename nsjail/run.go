@@ -95,8 +95,13 @@ type Shape struct {
 	root   [2]uint64 // device and inode of Spec.RootDir
 }
 
-// ShapeOf is the shape of the jail that s runs in.
+// ShapeOf is the shape of the jail that s runs in. An invalid spec has
+// none: its mount plan is not to be computed (a relative working
+// directory, for one, has no parent to stop at).
 func ShapeOf(s *Spec) (Shape, error) {
+	if err := s.Validate(); err != nil {
+		return Shape{}, err
+	}
 	mounts, err := mountPlan(s, hostIDs())
 	if err != nil {
 		return Shape{}, err
