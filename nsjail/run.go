@@ -95,11 +95,12 @@ type Shape struct {
 	root   [2]uint64 // device and inode of Spec.RootDir
 }
 
-// ShapeOf is the shape of the jail that s runs in. An invalid spec has
-// none: its mount plan is not to be computed (a relative working
-// directory, for one, has no parent to stop at).
+// ShapeOf is the shape of the jail that s runs in. A spec whose paths
+// are not absolute and clean has none: its mount plan cannot be computed
+// (a relative working directory has no parent to stop at); Validate says
+// the rest.
 func ShapeOf(s *Spec) (Shape, error) {
-	if err := s.Validate(); err != nil {
+	if err := checkSandboxPath("working directory", s.Workdir); err != nil {
 		return Shape{}, err
 	}
 	mounts, err := mountPlan(s, hostIDs())
