@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/result"
 )
 
 func needNamespaces(t *testing.T) {
@@ -36,13 +37,13 @@ func TestJailStartedAhead(t *testing.T) {
 	s.Stdin = strings.NewReader("through the pipe")
 	s.Capture = true
 	r := Settle(j.Run(context.Background(), s, shapeOf(t, s)))
-	if r.Status != StatusOK || r.Stdout != "THROUGH THE PIPE\n" {
+	if r.Status != result.StatusOK || r.Stdout != "THROUGH THE PIPE\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
 	}
 	if r.Cgroup == "none" || r.PeakMemoryBytes == nil {
 		t.Fatalf("ran outside its cgroup: %q", r.Cgroup)
 	}
-	if r := Settle(j.Run(context.Background(), s, shapeOf(t, s))); r.Status != StatusSandboxError {
+	if r := Settle(j.Run(context.Background(), s, shapeOf(t, s))); r.Status != result.StatusSandboxError {
 		t.Fatalf("a second run in one jail: %s", r.Status)
 	}
 
@@ -51,7 +52,7 @@ func TestJailStartedAhead(t *testing.T) {
 	if shapeOf(t, s2).Equal(other.shape) {
 		t.Fatal("a jail fits a spec with other limits")
 	}
-	if r := Settle(other.Run(context.Background(), s2, shapeOf(t, s2))); r.Status != StatusSandboxError {
+	if r := Settle(other.Run(context.Background(), s2, shapeOf(t, s2))); r.Status != result.StatusSandboxError {
 		t.Fatalf("a spec with other limits ran: %s", r.Status)
 	}
 }
@@ -90,13 +91,13 @@ open("out", "w").write("scratch is writable")`}
 	if !shapeOf(t, s).Equal(j.shape) {
 		t.Fatal("a jail does not fit a spec of its own shape")
 	}
-	if r := Settle(j.Run(context.Background(), testSpec(), shapeOf(t, s))); r.Status != StatusSandboxError {
+	if r := Settle(j.Run(context.Background(), testSpec(), shapeOf(t, s))); r.Status != result.StatusSandboxError {
 		t.Fatalf("a jail ran a spec with another spec's shape: %s", r.Status)
 	}
 	j = startFor(t, base)
 	defer j.Close()
 	r := Settle(j.Run(context.Background(), s, shapeOf(t, s)))
-	if r.Status != StatusOK || r.Stdout != "/work ahead data True\n" {
+	if r.Status != result.StatusOK || r.Stdout != "/work ahead data True\n" {
 		t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, r.Error)
 	}
 }
@@ -180,7 +181,7 @@ func TestJailClose(t *testing.T) {
 	if _, err := os.Stat("/proc/" + itoa(init)); err == nil {
 		t.Fatalf("PID 1 (%d) still exists", init)
 	}
-	if s := testSpec(); Settle(j.Run(context.Background(), s, shapeOf(t, s))).Status != StatusSandboxError {
+	if s := testSpec(); Settle(j.Run(context.Background(), s, shapeOf(t, s))).Status != result.StatusSandboxError {
 		t.Fatal("a closed jail ran")
 	}
 }
@@ -192,7 +193,7 @@ func TestRunStdinNull(t *testing.T) {
 	s.Argv = []string{"/usr/bin/python3", "-c", "import os, stat; st = os.fstat(0); print(stat.S_ISCHR(st.st_mode), os.read(0, 10))"}
 	s.Capture = true
 	r := Run(context.Background(), s)
-	if r.Status != StatusOK || r.Stdout != "True b''\n" {
+	if r.Status != result.StatusOK || r.Stdout != "True b''\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
 	}
 }
@@ -232,7 +233,7 @@ func TestRunVerdictBeforeTeardown(t *testing.T) {
 	s.Argv = []string{"/usr/bin/python3", "-c", "print('early')"}
 	s.Capture = true
 	r, teardown := j.Run(context.Background(), s, shapeOf(t, s))
-	if r.Status != StatusOK || r.Stdout != "early\n" || r.PeakMemoryBytes == nil || r.CPUTimeMs == nil {
+	if r.Status != result.StatusOK || r.Stdout != "early\n" || r.PeakMemoryBytes == nil || r.CPUTimeMs == nil {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
 	}
 	if err := teardown(); err != nil {
@@ -265,7 +266,7 @@ print("first", flush=True)`}
 	s.Capture = true
 	began := time.Now()
 	r := Run(context.Background(), s)
-	if r.Status != StatusOK || r.Stdout != "first\n" {
+	if r.Status != result.StatusOK || r.Stdout != "first\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, r.Error)
 	}
 	if took := time.Since(began); took > 10*time.Second {

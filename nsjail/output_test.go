@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"os"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func drained(t *testing.T, limit int64, chunks ...string) *capture {
@@ -58,24 +56,5 @@ func TestCaptureTee(t *testing.T) {
 	<-c.done
 	if tee.String() != "hel" || c.buf.Len() != 0 {
 		t.Fatalf("tee %q kept %q", tee.String(), c.buf.String())
-	}
-}
-
-func TestShellStatus(t *testing.T) {
-	var r Result
-	r.setExit(unix.WaitStatus(3 << 8))
-	if r.Status != StatusNonzero || r.ShellStatus() != 3 {
-		t.Fatalf("exit 3: %v %d", r.Status, r.ShellStatus())
-	}
-	r = Result{}
-	r.setExit(unix.WaitStatus(unix.SIGSEGV))
-	if r.Status != StatusSignaled || *r.Signal != "SIGSEGV" || r.ShellStatus() != 128+11 {
-		t.Fatalf("SIGSEGV: %v %v %d", r.Status, *r.Signal, r.ShellStatus())
-	}
-	for status, want := range map[Status]int{StatusTimeout: ExitTimeout, StatusMemory: ExitMemory,
-		StatusOutputLimit: ExitOutputLimit, StatusSandboxError: ExitSandboxError} {
-		if got := (&Result{Status: status}).ShellStatus(); got != want {
-			t.Errorf("%s: %d, want %d", status, got, want)
-		}
 	}
 }

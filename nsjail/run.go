@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/result"
 )
 
 // namespaces are the ones every jail gets (the spawner clones PID 1 into
@@ -31,10 +32,10 @@ const namespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | u
 // sandbox_error and why. Everything Run creates is gone when it returns.
 // It starts a spawner of its own; a caller with many runs keeps one
 // (Spawner.Run).
-func Run(ctx context.Context, s *Spec) *Result {
+func Run(ctx context.Context, s *Spec) *result.Result {
 	sp, err := NewSpawner()
 	if err != nil {
-		return sandboxError(err.Error())
+		return result.SandboxError(err.Error())
 	}
 	sp.once = true
 	defer sp.Close()
@@ -42,7 +43,7 @@ func Run(ctx context.Context, s *Spec) *Result {
 }
 
 // Run is Run with the spawner sp.
-func (sp *Spawner) Run(ctx context.Context, s *Spec) *Result {
+func (sp *Spawner) Run(ctx context.Context, s *Spec) *result.Result {
 	return Settle(sp.RunEarly(ctx, s))
 }
 
@@ -51,9 +52,9 @@ func (sp *Spawner) Run(ctx context.Context, s *Spec) *Result {
 // ended and its output is closed, and a teardown that waits for the
 // jail's end (the kernel tearing down its namespaces takes about a
 // millisecond) and removes its cgroup. The caller must call teardown.
-func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *Result, teardown func() error) {
+func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, teardown func() error) {
 	if err := s.Validate(); err != nil {
-		return sandboxError(err.Error()), func() error { return nil }
+		return result.SandboxError(err.Error()), func() error { return nil }
 	}
 	sv := &supervisor{began: monotonic(), trace: s.Trace}
 	sv.markMoments(s.Before)
@@ -66,8 +67,8 @@ func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *Result, teardown
 
 // Settle calls a run's teardown and records its failure in the result:
 // the verdict stands, but a leak must not pass in silence.
-func Settle(res *Result, teardown func() error) *Result {
-	if err := teardown(); err != nil && res.Status != StatusSandboxError {
+func Settle(res *result.Result, teardown func() error) *result.Result {
+	if err := teardown(); err != nil && res.Status != result.StatusSandboxError {
 		msg := "cleanup: " + err.Error()
 		res.Error = &msg
 	}
@@ -169,20 +170,20 @@ func (j *Jail) Alive() bool {
 // caller computes it once, to choose the jail), in the jail, which it uses
 // up. A spec of another shape is refused. Like RunEarly, it never returns
 // a nil result, and the caller must call teardown.
-func (j *Jail) Run(ctx context.Context, s *Spec, sh Shape) (res *Result, teardown func() error) {
+func (j *Jail) Run(ctx context.Context, s *Spec, sh Shape) (res *result.Result, teardown func() error) {
 	sv := j.sv
 	j.sv = nil
 	noop := func() error { return nil }
 	switch {
 	case sv == nil:
-		return sandboxError("nsjail: this jail has already run"), noop
+		return result.SandboxError("nsjail: this jail has already run"), noop
 	case sh.of != s || !sh.Equal(j.shape):
 		sv.discard()
-		return sandboxError("nsjail: the jail was started for other cgroup limits or mounts"), noop
+		return result.SandboxError("nsjail: the jail was started for other cgroup limits or mounts"), noop
 	}
 	if err := s.Validate(); err != nil {
 		sv.discard()
-		return sandboxError(err.Error()), noop
+		return result.SandboxError(err.Error()), noop
 	}
 	sv.began, sv.trace = monotonic(), s.Trace
 	sv.markMoments(s.Before)
@@ -216,7 +217,7 @@ type supervisor struct {
 	gotExit   bool
 	cpuUsec   int64
 	maxRSSKiB int64
-	phases    []Phase
+	phases    []result.Phase
 
 	killedFor string // the limit the supervisor enforced, if any
 	oomKilled bool
@@ -316,16 +317,16 @@ func (sv *supervisor) awaitReady() error {
 // finish runs s in the started jail, unless starting it failed with
 // startErr. It returns the verdict as soon as it is known, and the
 // teardown that removes everything the run made.
-func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*Result, func() error) {
+func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*result.Result, func() error) {
 	sv.spec = s
-	var res *Result
+	var res *result.Result
 	err := startErr
 	if err == nil {
 		res, err = sv.run(ctx)
 	}
 	if err != nil {
 		sv.abort()
-		res = sandboxError(err.Error())
+		res = result.SandboxError(err.Error())
 	}
 	if sv.cg != nil {
 		res.Cgroup = string(sv.cg.Mode())
@@ -341,8 +342,8 @@ func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*Res
 
 // timeline is the trace in time order: PID 1's phases come in through
 // its status pipe, after the supervisor may have marked later ones.
-func (sv *supervisor) timeline() []Phase {
-	slices.SortStableFunc(sv.phases, func(a, b Phase) int { return cmp.Compare(a.AtMs, b.AtMs) })
+func (sv *supervisor) timeline() []result.Phase {
+	slices.SortStableFunc(sv.phases, func(a, b result.Phase) int { return cmp.Compare(a.AtMs, b.AtMs) })
 	return sv.phases
 }
 
@@ -409,7 +410,7 @@ func waitExit(pid int) (unix.WaitStatus, error) {
 }
 
 // run sends the plan's second part and follows the run to its verdict.
-func (sv *supervisor) run(ctx context.Context) (*Result, error) {
+func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 	s := sv.spec
 	p := runPlan(s, hostIDs(), s.Seccomp)
 	sv.mark("plan-built")
@@ -508,7 +509,7 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 				sv.setupErr = fmt.Sprintf("the jail did not start the program within %s", SetupTimeout)
 				sv.kill("")
 			} else {
-				sv.kill(LimitWall)
+				sv.kill(result.LimitWall)
 			}
 		case <-cpuCheck:
 			used, err := sv.cg.CPUTime()
@@ -517,16 +518,16 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 				sv.setupErr = "read CPU usage: " + err.Error()
 				sv.kill("")
 			case used >= s.CPUTime:
-				sv.kill(LimitCPU)
+				sv.kill(result.LimitCPU)
 			default:
 				cpuCheck = time.After(sv.nextCPUCheck(used))
 			}
 		case <-outOver:
 			outOver = nil
-			sv.kill(LimitStdout)
+			sv.kill(result.LimitStdout)
 		case <-errOver:
 			errOver = nil
-			sv.kill(LimitStderr)
+			sv.kill(result.LimitStderr)
 		case <-interrupted:
 			interrupted = nil
 			sv.setupErr = "interrupted: " + context.Cause(ctx).Error()
@@ -586,7 +587,7 @@ func (sv *supervisor) mark(name string) { sv.markAt(name, monotonic()) }
 // markAt records a phase that happened at the monotonic time at.
 func (sv *supervisor) markAt(name string, at int64) {
 	if sv.trace {
-		sv.phases = append(sv.phases, Phase{Name: name, AtMs: ms(at - sv.began)})
+		sv.phases = append(sv.phases, result.Phase{Name: name, AtMs: ms(at - sv.began)})
 	}
 }
 
@@ -630,8 +631,8 @@ func (sv *supervisor) drainEvents(events <-chan event) {
 
 // judge decides the verdict: first what the supervisor did (time, output),
 // then what the cgroup recorded (OOM), then the program's exit status.
-func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *Result {
-	r := &Result{Cgroup: string(cgroup.ModeNone)}
+func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *result.Result {
+	r := &result.Result{Cgroup: string(cgroup.ModeNone)}
 	stdout.fill(&r.Stdout, &r.StdoutTruncated)
 	stderr.fill(&r.Stderr, &r.StderrTruncated)
 	if sv.started != 0 {
@@ -643,34 +644,34 @@ func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *Result {
 
 	switch {
 	case sv.setupErr != "":
-		r.Status = StatusSandboxError
+		r.Status = result.StatusSandboxError
 		r.Error = &sv.setupErr
-	case sv.killedFor == LimitWall || sv.killedFor == LimitCPU:
-		r.Status, r.Limit = StatusTimeout, sv.killedFor
-	case sv.killedFor == LimitStdout || sv.killedFor == LimitStderr:
-		r.Status, r.Limit = StatusOutputLimit, sv.killedFor
+	case sv.killedFor == result.LimitWall || sv.killedFor == result.LimitCPU:
+		r.Status, r.Limit = result.StatusTimeout, sv.killedFor
+	case sv.killedFor == result.LimitStdout || sv.killedFor == result.LimitStderr:
+		r.Status, r.Limit = result.StatusOutputLimit, sv.killedFor
 	case sv.oomKilled:
 		// With memory.oom.group (v2) the kernel kills the init too, so
 		// there may be no exit status: the cgroup's record decides.
 		if sv.gotExit {
-			r.setExit(sv.status)
+			r.SetExit(sv.status)
 		} else {
 			sig := "SIGKILL"
 			r.Signal = &sig
 		}
-		r.Status, r.Limit = StatusMemory, LimitMemory
+		r.Status, r.Limit = result.StatusMemory, result.LimitMemory
 	case !sv.gotExit:
 		msg := fmt.Sprintf("the jail's init ended without reporting the program's status (%v)", waitErr)
-		r.Status, r.Error = StatusSandboxError, &msg
+		r.Status, r.Error = result.StatusSandboxError, &msg
 	default:
-		r.setExit(sv.status)
+		r.SetExit(sv.status)
 	}
 	return r
 }
 
 // account fills the usage fields: from the cgroup, which counts every
 // process of the run, or else from the program's own rusage.
-func (sv *supervisor) account(r *Result) {
+func (sv *supervisor) account(r *result.Result) {
 	if sv.cg == nil {
 		if sv.gotExit {
 			cpu := float64(sv.cpuUsec) / 1e3

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/result"
 )
 
 // PID 1 is the caller's child (the spawner clones it with CLONE_PARENT),
@@ -35,7 +36,7 @@ func TestSpawnerJailIsOurs(t *testing.T) {
 	s.Argv = []string{"/usr/bin/python3", "-c", "print(open('/proc/self/cgroup').read(), end='')"}
 	s.Capture = true
 	r := Settle(j.Run(context.Background(), s, shapeOf(t, s)))
-	if r.Status != StatusOK || r.Stdout == "" {
+	if r.Status != result.StatusOK || r.Stdout == "" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
 	}
 	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
@@ -62,7 +63,7 @@ func TestSpawnerRestarts(t *testing.T) {
 	s := testSpec()
 	s.Argv = []string{"/usr/bin/python3", "-c", "print('again')"}
 	s.Capture = true
-	if r := sp.Run(context.Background(), s); r.Status != StatusOK || r.Stdout != "again\n" {
+	if r := sp.Run(context.Background(), s); r.Status != result.StatusOK || r.Stdout != "again\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
 	}
 	if sp.pid == dead {
@@ -104,7 +105,7 @@ func TestSpawnerRefusesMalformedRequests(t *testing.T) {
 	s := testSpec()
 	s.Argv = []string{"/usr/bin/python3", "-c", "print('still here')"}
 	s.Capture = true
-	if res := sp.Run(context.Background(), s); res.Status != StatusOK || res.Stdout != "still here\n" {
+	if res := sp.Run(context.Background(), s); res.Status != result.StatusOK || res.Stdout != "still here\n" {
 		t.Fatalf("status %s stdout %q error %v", res.Status, res.Stdout, deref(res.Error))
 	}
 }
@@ -157,11 +158,11 @@ func TestJailPlanLargerThanAPipe(t *testing.T) {
 	s.RootFiles = []File{{Path: RootFilesDir + "/big.py", Data: []byte(big), Mode: 0o644}}
 	s.Argv = []string{"/usr/bin/python3", "-c", "import os; print(os.path.getsize('" + RootFilesDir + "/big.py'))"}
 	s.Capture = true
-	done := make(chan *Result, 1)
+	done := make(chan *result.Result, 1)
 	go func() { done <- Run(context.Background(), s) }()
 	select {
 	case r := <-done:
-		if r.Status != StatusOK || r.Stdout != strconv.Itoa(len(big))+"\n" {
+		if r.Status != result.StatusOK || r.Stdout != strconv.Itoa(len(big))+"\n" {
 			t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
 		}
 	case <-time.After(30 * time.Second):
@@ -179,11 +180,11 @@ func TestSpawnerRestartsAfterDyingMidRequest(t *testing.T) {
 	s := testSpec()
 	s.Argv = []string{"/usr/bin/python3", "-c", "print('replaced')"}
 	s.Capture = true
-	if r := sp.Run(context.Background(), s); r.Status != StatusOK || r.Stdout != "replaced\n" {
+	if r := sp.Run(context.Background(), s); r.Status != result.StatusOK || r.Stdout != "replaced\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
 	}
 	sp.Close()
-	if r := sp.Run(context.Background(), s); r.Status != StatusSandboxError {
+	if r := sp.Run(context.Background(), s); r.Status != result.StatusSandboxError {
 		t.Fatalf("a closed spawner ran a jail: %s", r.Status)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // auditEnv names the log when --audit-log is not given.
@@ -111,18 +112,18 @@ type auditRecord struct {
 	Limits auditLimits `json:"limits"`
 	Policy auditPolicy `json:"policy"`
 
-	Status          nsjail.Status      `json:"status"`
-	ExitCode        *int               `json:"exit_code"`
-	Signal          *string            `json:"signal"`
-	Limit           string             `json:"limit,omitempty"`
-	Error           *string            `json:"error"`
-	WallTimeMs      float64            `json:"wall_time_ms"`
-	CPUTimeMs       *float64           `json:"cpu_time_ms"`
-	PeakMemoryBytes *int64             `json:"peak_memory_bytes"`
-	SetupTimeMs     float64            `json:"setup_time_ms"`
-	Cgroup          string             `json:"cgroup"`
-	RiskScore       *int               `json:"risk_score,omitempty"`
-	Redactions      []nsjail.Redaction `json:"redactions,omitempty"`
+	Status          result.Status `json:"status"`
+	ExitCode        *int          `json:"exit_code"`
+	Signal          *string       `json:"signal"`
+	Limit           string        `json:"limit,omitempty"`
+	Error           *string       `json:"error"`
+	WallTimeMs      float64       `json:"wall_time_ms"`
+	CPUTimeMs       *float64      `json:"cpu_time_ms"`
+	PeakMemoryBytes *int64        `json:"peak_memory_bytes"`
+	SetupTimeMs     float64       `json:"setup_time_ms"`
+	Cgroup          string        `json:"cgroup"`
+	RiskScore       *int          `json:"risk_score,omitempty"`
+	Redactions      []Redaction   `json:"redactions,omitempty"`
 
 	// Only with --audit-include.
 	Code   *string `json:"code,omitempty"`
@@ -154,7 +155,7 @@ type auditPolicy struct {
 }
 
 // record builds the line for a run of s that ended with res.
-func (l *auditLog) record(s *nsjail.Spec, res *nsjail.Result, policy auditPolicy) auditRecord {
+func (l *auditLog) record(s *nsjail.Spec, res *layeredResult, policy auditPolicy) auditRecord {
 	code, _ := programSource(s)
 	sum := sha256.Sum256(code)
 	rec := auditRecord{

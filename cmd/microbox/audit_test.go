@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // readAudit decodes every line of an audit log, failing on any line that
@@ -48,7 +49,7 @@ func TestAuditLog(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "audit.jsonl")
 	code := "print('secret output')"
 	r := py(t, code, "--audit-log", log, "--mem", "128M", "--timeout", "3s")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	// From the environment, and a second line appended.
 	cmd := exec.Command(microbox, "exec", "--timeout", "1s", "-c", "while True: pass")
 	cmd.Env = append(os.Environ(), auditEnv+"="+log)
@@ -109,7 +110,7 @@ func TestAuditInclude(t *testing.T) {
 func TestAuditRefusals(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "audit.jsonl")
 	r := py(t, "import ctypes", "--audit-log", log, "--max-risk", "0", "--deny-modules", "ctypes")
-	wantStatus(t, r, nsjail.StatusRejected)
+	wantStatus(t, r, result.StatusRejected)
 	recs := readAudit(t, log)
 	if len(recs) != 1 || recs[0]["status"] != "rejected" || recs[0]["risk_score"] != float64(25) {
 		t.Fatalf("lines %v", recs)
@@ -118,11 +119,11 @@ func TestAuditRefusals(t *testing.T) {
 		t.Fatalf("policy %v", p)
 	}
 	out, code := runMicrobox(t, "", "exec", "--audit-log", "/nonexistent/dir/audit.jsonl", "-c", "print('ran')")
-	if code != nsjail.ExitSandboxError || len(out) != 0 {
+	if code != result.ExitSandboxError || len(out) != 0 {
 		t.Fatalf("exit %d stdout %q", code, out)
 	}
-	r = result(t, "", "--audit-include", "code", "-c", "1")
-	wantStatus(t, r, nsjail.StatusSandboxError) // include without a log
+	r = execJSON(t, "", "--audit-include", "code", "-c", "1")
+	wantStatus(t, r, result.StatusSandboxError) // include without a log
 }
 
 // Concurrent writers, each with a line far above PIPE_BUF: every line
@@ -143,7 +144,7 @@ func TestAuditConcurrentWriters(t *testing.T) {
 					return
 				}
 				s := &nsjail.Spec{Argv: []string{"/usr/bin/python3", "-c", fmt.Sprintf("%d-%d", w, i)}}
-				res := &nsjail.Result{Status: nsjail.StatusOK, Stdout: big}
+				res := &layeredResult{Result: &result.Result{Status: result.StatusOK, Stdout: big}}
 				l.output = true
 				if err := l.write(l.record(s, res, auditPolicy{})); err != nil {
 					t.Error(err)

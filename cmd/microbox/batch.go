@@ -29,6 +29,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // batchFlags are `microbox batch`'s options: exec's sandbox flags, which
@@ -556,7 +557,7 @@ func (it *item) label() string {
 type batchResult struct {
 	ID   json.RawMessage `json:"id"`
 	Line int             `json:"line,omitempty"`
-	*nsjail.Result
+	*result.Result
 }
 
 // pool runs items on a fixed number of workers.
@@ -673,7 +674,7 @@ func (p *pool) runItem(it *item, sp *nsjail.Spawner) {
 	}
 	if err != nil {
 		msg := err.Error()
-		it.res.Result = &nsjail.Result{Status: nsjail.StatusSandboxError, Error: &msg, Cgroup: "none"}
+		it.res.Result = &result.Result{Status: result.StatusSandboxError, Error: &msg, Cgroup: "none"}
 	} else if sp != nil {
 		it.res.Result = sp.Run(p.ctx, s)
 	} else {

@@ -21,13 +21,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // batchLine is one result line as a caller decodes it.
 type batchLine struct {
 	ID   json.RawMessage `json:"id"`
 	Line int             `json:"line"`
-	nsjail.Result
+	result.Result
 }
 
 // runBatch runs `microbox batch ARGS` with tasks on stdin and returns the
@@ -97,20 +98,20 @@ func TestBatchRunsTasksInInputOrder(t *testing.T) {
 	}
 	want := []struct {
 		id     string
-		status nsjail.Status
+		status result.Status
 		stdout string
 	}{
-		{`1`, nsjail.StatusOK, "slow\n"},
-		{`"two"`, nsjail.StatusOK, "ABC ['x', '--y']\n"},
-		{`{"k":[3]}`, nsjail.StatusOK, "file ['a']\n"},
-		{`4`, nsjail.StatusOK, "hello bee\n"},
-		{`5`, nsjail.StatusOK, "1 C\n"},
-		{`6`, nsjail.StatusNonzero, ""},
-		{`7`, nsjail.StatusTimeout, ""},
-		{`8`, nsjail.StatusTimeout, ""},
-		{`9`, nsjail.StatusMemory, ""},
-		{`10`, nsjail.StatusOutputLimit, "xxxxxxxxxx"},
-		{`null`, nsjail.StatusOK, "no id\n"},
+		{`1`, result.StatusOK, "slow\n"},
+		{`"two"`, result.StatusOK, "ABC ['x', '--y']\n"},
+		{`{"k":[3]}`, result.StatusOK, "file ['a']\n"},
+		{`4`, result.StatusOK, "hello bee\n"},
+		{`5`, result.StatusOK, "1 C\n"},
+		{`6`, result.StatusNonzero, ""},
+		{`7`, result.StatusTimeout, ""},
+		{`8`, result.StatusTimeout, ""},
+		{`9`, result.StatusMemory, ""},
+		{`10`, result.StatusOutputLimit, "xxxxxxxxxx"},
+		{`null`, result.StatusOK, "no id\n"},
 	}
 	for i, w := range want {
 		r := lines[i]
@@ -180,9 +181,9 @@ func TestBatchMalformedLines(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("unexpected result id %s line %d", r.ID, r.Line)
-		case frag == "" && r.Status != nsjail.StatusOK:
+		case frag == "" && r.Status != result.StatusOK:
 			t.Errorf("id %s: status %q error %v, want ok", key, r.Status, deref(r.Error))
-		case frag != "" && (r.Status != nsjail.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, frag)):
+		case frag != "" && (r.Status != result.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, frag)):
 			t.Errorf("id %s: status %q error %v, want sandbox_error mentioning %q", key, r.Status, deref(r.Error), frag)
 		}
 	}
@@ -225,9 +226,9 @@ func TestBatchFlagsAreDefaults(t *testing.T) {
 		t.Fatalf("exit %d, %d results", code, len(lines))
 	}
 	checks := []struct {
-		status nsjail.Status
+		status result.Status
 		stdout string
-	}{{nsjail.StatusOK, "shared flag\n"}, {nsjail.StatusOK, "task\n"}, {nsjail.StatusTimeout, ""}, {nsjail.StatusOK, ""}}
+	}{{result.StatusOK, "shared flag\n"}, {result.StatusOK, "task\n"}, {result.StatusTimeout, ""}, {result.StatusOK, ""}}
 	for i, c := range checks {
 		if lines[i].Status != c.status || lines[i].Stdout != c.stdout {
 			t.Errorf("task %d: status %q stdout %q error %v, want %q %q", i+1, lines[i].Status, lines[i].Stdout, deref(lines[i].Error), c.status, c.stdout)
@@ -257,8 +258,8 @@ func TestBatchFilesAndBadInput(t *testing.T) {
 		{"batch", "--progress", "sometimes"},
 		{"batch", "-o", filepath.Join(dir, "no", "such", "dir.jsonl"), in},
 	} {
-		if _, code := runMicrobox(t, "", args...); code != nsjail.ExitSandboxError {
-			t.Errorf("%v: exit %d, want %d", args, code, nsjail.ExitSandboxError)
+		if _, code := runMicrobox(t, "", args...); code != result.ExitSandboxError {
+			t.Errorf("%v: exit %d, want %d", args, code, result.ExitSandboxError)
 		}
 	}
 }
@@ -311,9 +312,9 @@ func TestBatchInterrupt(t *testing.T) {
 	}
 	for i, r := range lines {
 		switch {
-		case i < 2 && (r.Status != nsjail.StatusOK || r.Stdout != "done\n"):
+		case i < 2 && (r.Status != result.StatusOK || r.Stdout != "done\n"):
 			t.Errorf("result %d: %q %q", i, r.Status, r.Stdout)
-		case i >= 2 && (r.Status != nsjail.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, "interrupted")):
+		case i >= 2 && (r.Status != result.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, "interrupted")):
 			t.Errorf("result %d: status %q error %v, want sandbox_error interrupted", i, r.Status, deref(r.Error))
 		}
 	}
@@ -488,7 +489,7 @@ func BenchmarkPool(b *testing.B) {
 		close(todo)
 	}()
 	for it := range p.start(todo) {
-		if it.res.Status != nsjail.StatusOK {
+		if it.res.Status != result.StatusOK {
 			b.Fatalf("status %q: %v", it.res.Status, deref(it.res.Error))
 		}
 	}

@@ -23,11 +23,40 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/seccomp"
 )
 
 //go:embed pyguard/analyzer.py
 var analyzerSource string
+
+// RiskReport is what `microbox check` says about a program before it runs:
+// the risky constructs found, their points and the total's level.
+type RiskReport struct {
+	Score    int           `json:"score"`
+	Level    string        `json:"level"`
+	Findings []RiskFinding `json:"findings"`
+	// SyntaxError is set when the code does not parse; Score is then 0.
+	SyntaxError *SyntaxError `json:"syntax_error"`
+}
+
+// RiskFinding is one distinct risky construct: the first place it occurs
+// and how many times it does. Points count once per construct.
+type RiskFinding struct {
+	Rule   string `json:"rule"`
+	Name   string `json:"name"`
+	Points int    `json:"points"`
+	Count  int    `json:"count"`
+	Line   int    `json:"line"`
+	Col    int    `json:"col"`
+}
+
+// SyntaxError is where and why the code failed to parse.
+type SyntaxError struct {
+	Message string `json:"message"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+}
 
 // riskRule is one construct the analyzer looks for and what it costs.
 type riskRule struct {
@@ -158,7 +187,7 @@ type analyzerOutput struct {
 		Line  int    `json:"line"`
 		Col   int    `json:"col"`
 	} `json:"findings"`
-	SyntaxError *nsjail.SyntaxError `json:"syntax_error"`
+	SyntaxError *SyntaxError `json:"syntax_error"`
 }
 
 // analysisError is an analysis that did not finish because of the code
@@ -171,15 +200,15 @@ func (e *analysisError) Error() string { return e.msg }
 // analyzeRisk runs the analyzer on code in a sandbox shaped like base and
 // scores what it found. A sandbox that cannot start is a plain error; code
 // the analyzer cannot get through is an *analysisError.
-func analyzeRisk(ctx context.Context, base *nsjail.Spec, code []byte) (*nsjail.RiskReport, error) {
+func analyzeRisk(ctx context.Context, base *nsjail.Spec, code []byte) (*RiskReport, error) {
 	s, err := analyzerSpec(base, code)
 	if err != nil {
 		return nil, err
 	}
 	res := nsjail.Run(ctx, s)
 	switch res.Status {
-	case nsjail.StatusOK:
-	case nsjail.StatusSandboxError:
+	case result.StatusOK:
+	case result.StatusSandboxError:
 		return nil, fmt.Errorf("risk analysis: %s", *res.Error)
 	default:
 		why := string(res.Status)
@@ -200,18 +229,18 @@ func analyzeRisk(ctx context.Context, base *nsjail.Spec, code []byte) (*nsjail.R
 
 // scoreFindings turns the analyzer's findings into a report: points from
 // riskRules, counted once per construct, highest first.
-func scoreFindings(out analyzerOutput) *nsjail.RiskReport {
-	rep := &nsjail.RiskReport{Findings: []nsjail.RiskFinding{}, SyntaxError: out.SyntaxError}
+func scoreFindings(out analyzerOutput) *RiskReport {
+	rep := &RiskReport{Findings: []RiskFinding{}, SyntaxError: out.SyntaxError}
 	for _, f := range out.Findings {
 		points, ok := rulePoints(f.Rule, f.Name)
 		if !ok {
 			continue
 		}
-		rep.Findings = append(rep.Findings, nsjail.RiskFinding{Rule: f.Rule, Name: f.Name, Points: points,
+		rep.Findings = append(rep.Findings, RiskFinding{Rule: f.Rule, Name: f.Name, Points: points,
 			Count: f.Count, Line: f.Line, Col: f.Col})
 		rep.Score += points
 	}
-	slices.SortStableFunc(rep.Findings, func(a, b nsjail.RiskFinding) int {
+	slices.SortStableFunc(rep.Findings, func(a, b RiskFinding) int {
 		if a.Points != b.Points {
 			return b.Points - a.Points
 		}
@@ -367,7 +396,7 @@ func (f *riskCheckFlags) spec() (*nsjail.Spec, error) {
 
 // printRisk writes a report for people: the score and level, then one
 // line per construct.
-func printRisk(w *os.File, rep *nsjail.RiskReport) {
+func printRisk(w *os.File, rep *RiskReport) {
 	if se := rep.SyntaxError; se != nil {
 		fmt.Fprintf(w, "syntax error: %s (line %d, column %d)\n", se.Message, se.Line, se.Col)
 		return
@@ -383,7 +412,7 @@ func printRisk(w *os.File, rep *nsjail.RiskReport) {
 }
 
 // riskSummary is one line naming the costliest constructs, for stderr.
-func riskSummary(rep *nsjail.RiskReport) string {
+func riskSummary(rep *RiskReport) string {
 	var parts []string
 	for i, f := range rep.Findings {
 		if i == 3 {

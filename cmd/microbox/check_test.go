@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 func TestRiskLevels(t *testing.T) {
@@ -88,7 +89,7 @@ func TestCheckCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	var rep nsjail.RiskReport
+	var rep RiskReport
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -123,7 +124,7 @@ func TestCheckCommand(t *testing.T) {
 // A syntax error is reported as one, with exit status 1.
 func TestCheckSyntaxError(t *testing.T) {
 	out, code := runMicrobox(t, "", "check", "--json", "-c", "def f(:\n  pass")
-	var rep nsjail.RiskReport
+	var rep RiskReport
 	if err := json.Unmarshal(out, &rep); err != nil || code != 1 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
@@ -142,41 +143,41 @@ func TestCheckSyntaxError(t *testing.T) {
 func TestMaxRisk(t *testing.T) {
 	// Above the threshold: not run, status rejected, the report attached.
 	r := py(t, "import subprocess\nprint('ran')", "--max-risk", "10")
-	wantStatus(t, r, nsjail.StatusRejected)
+	wantStatus(t, r, result.StatusRejected)
 	if r.Stdout != "" || r.Risk == nil || r.Risk.Score != 15 || r.Error == nil || !strings.Contains(*r.Error, "import subprocess") {
 		t.Fatalf("stdout %q risk %+v error %v", r.Stdout, r.Risk, deref(r.Error))
 	}
 	// At or below it: run, with the report.
 	r = py(t, "import os\nprint('ran')", "--max-risk", "10")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "ran\n" || r.Risk == nil || r.Risk.Score != 10 {
 		t.Fatalf("stdout %q risk %+v", r.Stdout, r.Risk)
 	}
 	// A syntax error runs, and Python reports it as it would.
 	r = py(t, "print(", "--max-risk", "0")
-	wantStatus(t, r, nsjail.StatusNonzero)
+	wantStatus(t, r, result.StatusNonzero)
 	if !strings.Contains(r.Stderr, "SyntaxError") || r.Risk == nil || r.Risk.SyntaxError == nil {
 		t.Fatalf("stderr %q risk %+v", r.Stderr, r.Risk)
 	}
 	// Without --json: exit status 121 and one line on stderr.
-	if _, code := runMicrobox(t, "", "exec", "--max-risk", "0", "-c", "eval('1')"); code != nsjail.ExitRejected {
-		t.Fatalf("exit %d, want %d", code, nsjail.ExitRejected)
+	if _, code := runMicrobox(t, "", "exec", "--max-risk", "0", "-c", "eval('1')"); code != result.ExitRejected {
+		t.Fatalf("exit %d, want %d", code, result.ExitRejected)
 	}
 	// The program's stdin is the program's, not the analyzer's.
-	r = result(t, "7\n", "--max-risk", "5", "-c", "print(int(input()) * 6)")
+	r = execJSON(t, "7\n", "--max-risk", "5", "-c", "print(int(input()) * 6)")
 	if r.Stdout != "42\n" {
 		t.Fatalf("stdin: stdout %q", r.Stdout)
 	}
 	// Code the analyzer cannot get through (here, nesting too deep for
 	// ast) is refused, not waved through.
 	r = py(t, strings.Repeat("-", 3000)+"1", "--max-risk", "100")
-	wantStatus(t, r, nsjail.StatusRejected)
+	wantStatus(t, r, result.StatusRejected)
 	if r.Error == nil || !strings.Contains(*r.Error, "RecursionError") {
 		t.Fatalf("error %v", deref(r.Error))
 	}
 }
 
 func TestMaxRiskBadInput(t *testing.T) {
-	r := result(t, "", "--max-risk", "-1", "-c", "1")
-	wantStatus(t, r, nsjail.StatusSandboxError)
+	r := execJSON(t, "", "--max-risk", "-1", "-c", "1")
+	wantStatus(t, r, result.StatusSandboxError)
 }

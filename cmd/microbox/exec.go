@@ -18,6 +18,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/seccomp"
 )
 
@@ -128,7 +129,7 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	if f.json {
 		writeJSON(inv.stdout, res)
 	} else {
-		report(inv.stderr, res, f.trace)
+		report(inv.stderr, res.Result, f.trace)
 	}
 	inv.status = res.ShellStatus()
 	return nil
@@ -178,7 +179,7 @@ func (g *staleGroupsGC) due(parent string) bool {
 
 // report tells, on stderr, why a run ended when its status is not the
 // program's own (without --json).
-func report(w io.Writer, r *nsjail.Result, trace bool) {
+func report(w io.Writer, r *result.Result, trace bool) {
 	if trace {
 		for _, p := range r.Trace {
 			fmt.Fprintf(w, "microbox: trace %8.3f ms %s\n", p.AtMs, p.Name)
@@ -186,17 +187,17 @@ func report(w io.Writer, r *nsjail.Result, trace bool) {
 	}
 	var why string
 	switch r.Status {
-	case nsjail.StatusTimeout:
+	case result.StatusTimeout:
 		why = fmt.Sprintf("timeout: the %s time limit was reached after %.0f ms", r.Limit, r.WallTimeMs)
-	case nsjail.StatusMemory:
+	case result.StatusMemory:
 		why = "memory: the program exceeded the memory limit"
-	case nsjail.StatusOutputLimit:
+	case result.StatusOutputLimit:
 		why = fmt.Sprintf("output_limit: the program wrote more than the output limit on %s", r.Limit)
-	case nsjail.StatusSignaled:
+	case result.StatusSignaled:
 		why = "signaled: the program was killed by " + *r.Signal
-	case nsjail.StatusSandboxError:
+	case result.StatusSandboxError:
 		why = "sandbox_error: " + *r.Error
-	case nsjail.StatusRejected:
+	case result.StatusRejected:
 		why = "rejected: " + *r.Error
 	}
 	if why != "" {

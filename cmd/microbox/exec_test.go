@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 var microbox string // path of the binary under test
@@ -68,8 +69,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// result runs `microbox exec --json ARGS` and decodes its one JSON object.
-func result(t *testing.T, stdin string, args ...string) nsjail.Result {
+// execJSON runs `microbox exec --json ARGS` and decodes its one JSON object.
+func execJSON(t *testing.T, stdin string, args ...string) layeredResult {
 	t.Helper()
 	cmd := exec.Command(microbox, append([]string{"exec", "--json"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -78,10 +79,10 @@ func result(t *testing.T, stdin string, args ...string) nsjail.Result {
 
 // jsonResult runs cmd, a `microbox exec --json` however started, and
 // decodes the one JSON object it must print.
-func jsonResult(t *testing.T, cmd *exec.Cmd) nsjail.Result {
+func jsonResult(t *testing.T, cmd *exec.Cmd) layeredResult {
 	t.Helper()
 	out, errOut, _ := runCmd(t, cmd)
-	var r nsjail.Result
+	var r layeredResult
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("%v: output is not one JSON object (%v):\n%s\nstderr: %s", cmd.Args, err, out, errOut)
 	}
@@ -117,12 +118,12 @@ func runMicrobox(t *testing.T, stdin string, args ...string) ([]byte, int) {
 }
 
 // py runs code with default limits and the given extra flags.
-func py(t *testing.T, code string, flags ...string) nsjail.Result {
+func py(t *testing.T, code string, flags ...string) layeredResult {
 	t.Helper()
-	return result(t, "", append(flags, "-c", code)...)
+	return execJSON(t, "", append(flags, "-c", code)...)
 }
 
-func wantStatus(t *testing.T, r nsjail.Result, want nsjail.Status) {
+func wantStatus(t *testing.T, r layeredResult, want result.Status) {
 	t.Helper()
 	if r.Status != want {
 		t.Fatalf("status %q, want %q; error=%v stdout=%q stderr=%q", r.Status, want, deref(r.Error), r.Stdout, r.Stderr)
@@ -138,7 +139,7 @@ func deref[T any](p *T) any {
 
 func TestVerdictOK(t *testing.T) {
 	r := py(t, "print('hello')")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "hello\n" || r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("stdout %q exit %v", r.Stdout, deref(r.ExitCode))
 	}
@@ -149,7 +150,7 @@ func TestVerdictOK(t *testing.T) {
 
 func TestVerdictNonzero(t *testing.T) {
 	r := py(t, "import sys; sys.exit(42)")
-	wantStatus(t, r, nsjail.StatusNonzero)
+	wantStatus(t, r, result.StatusNonzero)
 	if r.ExitCode == nil || *r.ExitCode != 42 {
 		t.Fatalf("exit code %v, want 42", deref(r.ExitCode))
 	}
@@ -158,19 +159,19 @@ func TestVerdictNonzero(t *testing.T) {
 // The program is not PID 1: a signal it raises on itself kills it.
 func TestVerdictSignaledSelf(t *testing.T) {
 	r := py(t, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
-	wantStatus(t, r, nsjail.StatusSignaled)
+	wantStatus(t, r, result.StatusSignaled)
 	if r.Signal == nil || *r.Signal != "SIGSEGV" {
 		t.Fatalf("signal %v, want SIGSEGV", deref(r.Signal))
 	}
 	r = py(t, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
-	wantStatus(t, r, nsjail.StatusSignaled) // SIGKILL by itself is not "memory"
+	wantStatus(t, r, result.StatusSignaled) // SIGKILL by itself is not "memory"
 }
 
 func TestVerdictTimeout(t *testing.T) {
 	start := time.Now()
 	r := py(t, "while True: pass", "--timeout", "1s")
-	wantStatus(t, r, nsjail.StatusTimeout)
-	if r.Limit != nsjail.LimitWall {
+	wantStatus(t, r, result.StatusTimeout)
+	if r.Limit != result.LimitWall {
 		t.Fatalf("limit %q, want wall", r.Limit)
 	}
 	// Enforcement precision, not speed: the limit must fire near 1 s.
@@ -178,25 +179,25 @@ func TestVerdictTimeout(t *testing.T) {
 		t.Fatalf("timeout after %v (program wall %.0f ms), want 1 s..1.5 s", el, r.WallTimeMs)
 	}
 	r = py(t, "import time; time.sleep(30)", "--timeout", "300ms")
-	wantStatus(t, r, nsjail.StatusTimeout) // sleeping counts: the limit is wall-clock
+	wantStatus(t, r, result.StatusTimeout) // sleeping counts: the limit is wall-clock
 }
 
 func TestVerdictOutputLimit(t *testing.T) {
 	r := py(t, "import sys\nwhile True: sys.stdout.write('x' * 65536)", "--output-limit", "100K")
-	wantStatus(t, r, nsjail.StatusOutputLimit)
-	if !r.StdoutTruncated || len(r.Stdout) != 100*1024 || r.Limit != nsjail.LimitStdout {
+	wantStatus(t, r, result.StatusOutputLimit)
+	if !r.StdoutTruncated || len(r.Stdout) != 100*1024 || r.Limit != result.LimitStdout {
 		t.Fatalf("truncated=%v len=%d limit=%q", r.StdoutTruncated, len(r.Stdout), r.Limit)
 	}
 	r = py(t, "import sys\nsys.stderr.write('e' * 300000)", "--output-limit", "100K")
-	wantStatus(t, r, nsjail.StatusOutputLimit)
-	if r.Limit != nsjail.LimitStderr || !r.StderrTruncated {
+	wantStatus(t, r, result.StatusOutputLimit)
+	if r.Limit != result.LimitStderr || !r.StderrTruncated {
 		t.Fatalf("limit %q stderr_truncated %v", r.Limit, r.StderrTruncated)
 	}
 }
 
 func TestVerdictSandboxError(t *testing.T) {
 	r := py(t, "print(1)", "--python", "/usr/bin/no-such-python")
-	wantStatus(t, r, nsjail.StatusSandboxError)
+	wantStatus(t, r, result.StatusSandboxError)
 	if r.Error == nil || !strings.Contains(*r.Error, "no-such-python") {
 		t.Fatalf("error %v should name the missing interpreter", deref(r.Error))
 	}
@@ -205,7 +206,7 @@ func TestVerdictSandboxError(t *testing.T) {
 // A program that fills stderr before writing stdout must not deadlock.
 func TestStderrBeforeStdout(t *testing.T) {
 	r := py(t, "import sys\nsys.stderr.write('e' * 300000)\nsys.stderr.flush()\nprint('done')", "--timeout", "5s")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if len(r.Stderr) != 300000 || r.Stdout != "done\n" {
 		t.Fatalf("stderr %d bytes, stdout %q", len(r.Stderr), r.Stdout)
 	}
@@ -213,15 +214,15 @@ func TestStderrBeforeStdout(t *testing.T) {
 
 func TestInvalidUTF8IsReplaced(t *testing.T) {
 	r := py(t, "import sys; sys.stdout.buffer.write(b'a\\xffb')")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "a\uFFFDb" {
 		t.Fatalf("stdout %q", r.Stdout)
 	}
 }
 
 func TestStdinReachesProgram(t *testing.T) {
-	r := result(t, "5\n", "-c", "import sys; print(int(sys.stdin.read()) * 2)")
-	wantStatus(t, r, nsjail.StatusOK)
+	r := execJSON(t, "5\n", "-c", "import sys; print(int(sys.stdin.read()) * 2)")
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "10\n" {
 		t.Fatalf("stdout %q", r.Stdout)
 	}
@@ -232,8 +233,8 @@ func TestFileArgsAndWorkdir(t *testing.T) {
 	script := filepath.Join(dir, "main.py")
 	os.WriteFile(script, []byte("import os, sys\nprint(os.getcwd(), open('/work/data.csv').read().strip(), sys.argv[1:])\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "data.csv"), []byte("a,b\n"), 0o644)
-	r := result(t, "", "--file", filepath.Join(dir, "data.csv")+":/work/data.csv", "--workdir", "/work", script, "x", "--y")
-	wantStatus(t, r, nsjail.StatusOK)
+	r := execJSON(t, "", "--file", filepath.Join(dir, "data.csv")+":/work/data.csv", "--workdir", "/work", script, "x", "--y")
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "/work a,b ['x', '--y']\n" {
 		t.Fatalf("stdout %q", r.Stdout)
 	}
@@ -283,7 +284,7 @@ print(*(s[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb',
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := py(t, c.code)
-			wantStatus(t, r, nsjail.StatusOK)
+			wantStatus(t, r, result.StatusOK)
 			if got := strings.TrimSpace(r.Stdout); got != c.want {
 				t.Fatalf("got %q, want %q", got, c.want)
 			}
@@ -305,7 +306,7 @@ func TestExecFailureInsideJail(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(root, "usr/bin/python3"), []byte("#!/nonexistent/interpreter\n"), 0o755)
 	r := py(t, "print(1)", "--rootfs", root)
-	wantStatus(t, r, nsjail.StatusSandboxError)
+	wantStatus(t, r, result.StatusSandboxError)
 	if e := deref(r.Error); !strings.Contains(fmt.Sprint(e), "exec /usr/bin/python3") {
 		t.Fatalf("error %v, want it to name the failed exec", e)
 	}
@@ -347,7 +348,7 @@ if os.fork() == 0:
         time.sleep(60)
     os._exit(0)
 print('parent done')`, "--timeout", "10s")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("the run was held %v by its daemon", time.Since(start))
 	}
@@ -375,8 +376,8 @@ func TestBadInput(t *testing.T) {
 			cmd.Stderr = &stderr
 			err := cmd.Run()
 			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.ExitCode() != nsjail.ExitSandboxError {
-				t.Fatalf("exit %v, want %d", err, nsjail.ExitSandboxError)
+			if !ok || ee.ExitCode() != result.ExitSandboxError {
+				t.Fatalf("exit %v, want %d", err, result.ExitSandboxError)
 			}
 			msg := strings.TrimSpace(stderr.String())
 			if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) {
@@ -385,8 +386,8 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// Under --json, bad input is still exactly one JSON object.
-	r := result(t, "", "--mem", "12Q", "-c", "1")
-	wantStatus(t, r, nsjail.StatusSandboxError)
+	r := execJSON(t, "", "--mem", "12Q", "-c", "1")
+	wantStatus(t, r, result.StatusSandboxError)
 }
 
 // Without --json the output streams through and the exit status tells the
@@ -400,8 +401,8 @@ func TestExitStatusWithoutJSON(t *testing.T) {
 		{[]string{"-c", "print('hi')"}, 0, "hi\n"},
 		{[]string{"-c", "raise SystemExit(3)"}, 3, ""},
 		{[]string{"-c", "import os; os.kill(os.getpid(), 11)"}, 128 + 11, ""},
-		{[]string{"--timeout", "200ms", "-c", "while 1: pass"}, nsjail.ExitTimeout, ""},
-		{[]string{"--output-limit", "10", "-c", "print('x' * 100)"}, nsjail.ExitOutputLimit, "xxxxxxxxxx"},
+		{[]string{"--timeout", "200ms", "-c", "while 1: pass"}, result.ExitTimeout, ""},
+		{[]string{"--output-limit", "10", "-c", "print('x' * 100)"}, result.ExitOutputLimit, "xxxxxxxxxx"},
 	}
 	for _, c := range cases {
 		out, code := runMicrobox(t, "", append([]string{"exec"}, c.args...)...)
@@ -542,7 +543,7 @@ func TestRootless(t *testing.T) {
 	}
 	r := jsonResult(t, asNobody("exec", "--no-cgroup", "--json", "-c",
 		"import os; print(os.getuid(), {l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')})"))
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if got := strings.TrimSpace(r.Stdout); got != "1000 {'0000000000000000'}" {
 		t.Fatalf("uid and empty capability sets inside: %q", got)
 	}
@@ -558,12 +559,12 @@ func TestRootless(t *testing.T) {
 	script := filepath.Join(filepath.Dir(microbox), "rootless.py")
 	os.WriteFile(script, []byte("import os; open('own', 'w').write('x'); print(os.stat(__file__).st_uid, os.getcwd())\n"), 0o644)
 	r = jsonResult(t, asNobody("exec", "--no-cgroup", "--json", "--workdir", "/work", script))
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if got := strings.TrimSpace(r.Stdout); got != "1000 /work" {
 		t.Fatalf("rootless run of a file in /work: owner and cwd %q", got)
 	}
 	_, errOut, code := runCmd(t, asNobody("exec", "-c", "print(1)"))
-	if code != nsjail.ExitSandboxError || !strings.Contains(string(errOut), "--no-cgroup") {
+	if code != result.ExitSandboxError || !strings.Contains(string(errOut), "--no-cgroup") {
 		t.Fatalf("a rootless run with limits: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -775,7 +776,7 @@ func spawnerFDs(sp int) string {
 func TestExecTrace(t *testing.T) {
 	cmd := exec.Command(microbox, "exec", "--json", "--trace", "-c", "print(1)")
 	r := jsonResult(t, cmd)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	at := map[string]float64{}
 	var names []string
 	for i, p := range r.Trace {
@@ -822,8 +823,8 @@ func TestExecInterrupted(t *testing.T) {
 			}
 			cmd.Process.Signal(sig)
 			err := cmd.Wait()
-			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != nsjail.ExitSandboxError {
-				t.Fatalf("microbox ended with %v, want exit %d; stderr %s", err, nsjail.ExitSandboxError, stderr.String())
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != result.ExitSandboxError {
+				t.Fatalf("microbox ended with %v, want exit %d; stderr %s", err, result.ExitSandboxError, stderr.String())
 			}
 			if want := "interrupted: " + unix.SignalName(sig); !strings.Contains(stderr.String(), want) {
 				t.Errorf("stderr %q, want %q", stderr.String(), want)
@@ -847,7 +848,7 @@ func TestCallerIgnoredSignalsDoNotReachTheProgram(t *testing.T) {
 	code := `print([l for l in open('/proc/self/status') if l.startswith('SigIgn')][0].split()[1])`
 	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP INT TERM; exec "$@"`, "sh", microbox, "exec", "--json", "-c", code)
 	r := jsonResult(t, cmd)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	var ign uint64
 	if _, err := fmt.Sscanf(strings.TrimSpace(r.Stdout), "%x", &ign); err != nil {
 		t.Fatalf("SigIgn %q: %v", r.Stdout, err)
@@ -864,7 +865,7 @@ func TestCallerIgnoredSignalsDoNotReachTheProgram(t *testing.T) {
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
 os.execv(sys.argv[1], sys.argv[1:])`, microbox, "exec", "--json", "-c", code)
 	r = jsonResult(t, cmd)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	var blk uint64
 	if _, err := fmt.Sscanf(strings.TrimSpace(r.Stdout), "%x", &blk); err != nil {
 		t.Fatalf("SigBlk %q: %v", r.Stdout, err)

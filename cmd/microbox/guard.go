@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // The hook: a small sitecustomize holding the run's configuration, and
@@ -321,7 +322,7 @@ func compileGuard(ctx context.Context, s *nsjail.Spec) (string, []byte, error) {
 		return "", nil, err
 	}
 	res := nsjail.Run(ctx, hs)
-	if res.Status != nsjail.StatusOK {
+	if res.Status != result.StatusOK {
 		return "", nil, fmt.Errorf("compile the module policy: %s", res.Status)
 	}
 	tag, hexPyc, _ := strings.Cut(strings.TrimSpace(res.Stdout), "\n")

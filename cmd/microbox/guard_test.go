@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 func TestGuardConfig(t *testing.T) {
@@ -97,9 +98,9 @@ func TestGuardPythonPath(t *testing.T) {
 }
 
 // outcomes runs code that prints one JSON object of outcomes.
-func outcomes(t *testing.T, r nsjail.Result) map[string]string {
+func outcomes(t *testing.T, r layeredResult) map[string]string {
 	t.Helper()
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	m := map[string]string{}
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatalf("stdout %q: %v", r.Stdout, err)
@@ -138,7 +139,7 @@ func TestModulePolicyDeny(t *testing.T) {
 	for s := range stmts {
 		args = append(args, s)
 	}
-	got := outcomes(t, result(t, "", args...))
+	got := outcomes(t, execJSON(t, "", args...))
 	for s, want := range stmts {
 		if got[s] != want {
 			t.Errorf("%s: %q, want %q", s, got[s], want)
@@ -170,7 +171,7 @@ func TestModulePolicyAllow(t *testing.T) {
 	for s := range stmts {
 		args = append(args, s)
 	}
-	got := outcomes(t, result(t, "", args...))
+	got := outcomes(t, execJSON(t, "", args...))
 	for s, want := range stmts {
 		if got[s] != want {
 			t.Errorf("%s: %q, want %q", s, got[s], want)
@@ -180,7 +181,7 @@ func TestModulePolicyAllow(t *testing.T) {
 
 // Allow wins over deny, and submodules follow their parent.
 func TestModulePolicyAllowWinsOverDeny(t *testing.T) {
-	r := result(t, "", "--deny-modules", "xml", "--allow-modules", "xml.dom,json,sys", "-c", probe,
+	r := execJSON(t, "", "--deny-modules", "xml", "--allow-modules", "xml.dom,json,sys", "-c", probe,
 		"import xml.dom.minidom", "import xml.sax", "import json")
 	got := outcomes(t, r)
 	want := map[string]string{
@@ -198,7 +199,7 @@ func TestModulePolicyAllowWinsOverDeny(t *testing.T) {
 // The README's table of bypass attempts, checked: what the policy blocks,
 // and what is possible and left to the kernel boundary.
 func TestModulePolicyBypasses(t *testing.T) {
-	got := outcomes(t, result(t, "", "--deny-modules", "socket,subprocess,os", "testdata/guard_bypasses.py"))
+	got := outcomes(t, execJSON(t, "", "--deny-modules", "socket,subprocess,os", "testdata/guard_bypasses.py"))
 	want := map[string]string{
 		"import socket":                   "blocked",
 		"from socket import socket":       "blocked",
@@ -249,12 +250,12 @@ st = os.stat('/run/microbox/_microbox_guard.py')
 ro = bool(os.statvfs('/run/microbox').f_flag & os.ST_RDONLY)
 print(st.st_uid, oct(st.st_mode & 0o777), ro, '/run/microbox' in sys.path, os.environ.get('PYTHONPATH'))`
 	r := py(t, code, "--deny-modules", "socket")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if got, want := r.Stdout, "EACCES\n0 0o444 True False /run/microbox\n"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 	r = py(t, "import os, sys; print(os.path.exists('/run'), 'PYTHONPATH' in os.environ, 'sitecustomize' in sys.modules)")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "False False False\n" {
 		t.Fatalf("a run without a policy shows %q", r.Stdout)
 	}
@@ -269,7 +270,7 @@ for flags in ([], ['-I']):
     p = subprocess.run([sys.executable] + flags + ['-c', 'import socket'], capture_output=True, text=True)
     print(p.returncode, 'blocked by policy' in p.stderr)`
 	r := py(t, code, "--deny-modules", "socket")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "1 True\n0 False\n" {
 		t.Fatalf("got %q", r.Stdout)
 	}
@@ -315,7 +316,7 @@ except ImportError as e:
 	cmd := exec.Command(unshare, "-m", "sh", "-c", `mount --bind /usr "$1/usr" && exec "$2" exec --json --rootfs "$1" --deny-modules socket -c "$3"`,
 		"sh", root, microbox, code)
 	r := jsonResult(t, cmd)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	want := marker + " ['microbox'] False\nmodule 'socket' is blocked by policy\n"
 	if r.Stdout != want {
 		t.Fatalf("got %q, want %q", r.Stdout, want)
@@ -344,14 +345,14 @@ import faulthandler
 assert not faulthandler.is_enabled()
 print('guarded')`
 	r := py(t, code, "--guard", "humaneval", "--env", "PYTHONFAULTHANDLER=1")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "guarded\n" {
 		t.Fatalf("stdout %q", r.Stdout)
 	}
 	// As in human-eval, a program using them fails rather than acting.
 	for _, code := range []string{"exit(0)", "import subprocess; subprocess.run(['true'])", "import os; os.getcwd()"} {
 		r := py(t, code, "--guard", "humaneval")
-		wantStatus(t, r, nsjail.StatusNonzero)
+		wantStatus(t, r, result.StatusNonzero)
 		if !strings.Contains(r.Stderr, "TypeError: 'NoneType' object is not callable") {
 			t.Errorf("%s: stderr %q", code, r.Stderr)
 		}
@@ -367,7 +368,7 @@ func TestGuardBytecodeCache(t *testing.T) {
 		cmd := exec.Command(microbox, "exec", "--json", "--deny-modules", "socket", "--env", "PYTHONVERBOSE=1", "-c", "pass")
 		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
 		r := jsonResult(t, cmd)
-		wantStatus(t, r, nsjail.StatusOK)
+		wantStatus(t, r, result.StatusOK)
 		return strings.Contains(r.Stderr, "code object from '/run/microbox/__pycache__/_microbox_guard.")
 	}
 	if !fromBytecode() {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // layerFlags are the layers' options, as typed.
@@ -33,6 +34,17 @@ func (l *layerFlags) register(c *cobra.Command) {
 	fl.StringArrayVar(&l.redactPatterns, "redact-pattern", nil, "also mask matches of REGEX as [REDACTED_NAME]: NAME=REGEX (repeatable; implies --redact)")
 	fl.IntVar(&l.maxRisk, "max-risk", 0, "refuse code whose risk score (see microbox check) is above `N`, with status rejected; costs one extra sandboxed run")
 	l.audit.register(c)
+}
+
+// layeredResult is exec's result: the jail's, and after it what the
+// layers add (the JSON of an embedded struct comes first, field by field).
+type layeredResult struct {
+	*result.Result
+	// Redactions counts what --redact masked in stdout and stderr, by
+	// kind; absent when nothing was.
+	Redactions []Redaction `json:"redactions,omitempty"`
+	// Risk is the static risk report the run was judged by (--max-risk).
+	Risk *RiskReport `json:"risk,omitempty"`
 }
 
 // layers are one run's prepared layers.
@@ -101,11 +113,10 @@ func (l *layerFlags) prepare(c *cobra.Command, s *nsjail.Spec, args []string, in
 // run runs the spec through the layers: the risk check first (which may
 // refuse the program), then the program, then redaction and the audit
 // line.
-func (ly *layers) run(ctx context.Context, s *nsjail.Spec) *nsjail.Result {
+func (ly *layers) run(ctx context.Context, s *nsjail.Spec) *layeredResult {
 	res, risk := ly.checkRisk(ctx, s)
 	if res == nil {
-		res = ly.inv.runSpec(ctx, s)
-		res.Risk = risk
+		res = &layeredResult{Result: ly.inv.runSpec(ctx, s), Risk: risk}
 	}
 	ly.redactOutput(res)
 	ly.writeAudit(s, res)
@@ -117,35 +128,35 @@ func (ly *layers) run(ctx context.Context, s *nsjail.Spec) *nsjail.Result {
 // analysis could not get through the code) or sandbox_error. Code with a
 // syntax error runs: Python refuses it before running any of it, and the
 // caller gets Python's own error.
-func (ly *layers) checkRisk(ctx context.Context, s *nsjail.Spec) (*nsjail.Result, *nsjail.RiskReport) {
+func (ly *layers) checkRisk(ctx context.Context, s *nsjail.Spec) (*layeredResult, *RiskReport) {
 	if ly.maxRisk == nil {
 		return nil, nil
 	}
 	code, ok := programSource(s)
 	if !ok {
-		return notRun(s, nsjail.StatusSandboxError, "--max-risk: cannot find the program's source", nil), nil
+		return notRun(s, result.StatusSandboxError, "--max-risk: cannot find the program's source", nil), nil
 	}
 	rep, err := analyzeRisk(ctx, s, code)
 	var aerr *analysisError
 	switch {
 	case errors.As(err, &aerr):
-		return notRun(s, nsjail.StatusRejected, aerr.Error()+"; unknown risk is refused under --max-risk", nil), nil
+		return notRun(s, result.StatusRejected, aerr.Error()+"; unknown risk is refused under --max-risk", nil), nil
 	case err != nil:
-		return notRun(s, nsjail.StatusSandboxError, err.Error(), nil), nil
+		return notRun(s, result.StatusSandboxError, err.Error(), nil), nil
 	case rep.SyntaxError == nil && rep.Score > *ly.maxRisk:
 		msg := fmt.Sprintf("risk score %d (%s) is above --max-risk %d: %s", rep.Score, rep.Level, *ly.maxRisk, riskSummary(rep))
-		return notRun(s, nsjail.StatusRejected, msg, rep), rep
+		return notRun(s, result.StatusRejected, msg, rep), rep
 	}
 	return nil, rep
 }
 
 // notRun is the result of a program that was not run.
-func notRun(s *nsjail.Spec, status nsjail.Status, msg string, rep *nsjail.RiskReport) *nsjail.Result {
-	return &nsjail.Result{Status: status, Error: &msg, Cgroup: "none", Seccomp: s.SeccompMode, Risk: rep}
+func notRun(s *nsjail.Spec, status result.Status, msg string, rep *RiskReport) *layeredResult {
+	return &layeredResult{Result: result.NotRun(status, msg, s.SeccompMode), Risk: rep}
 }
 
 // redactOutput finishes the streams and masks the captured output.
-func (ly *layers) redactOutput(res *nsjail.Result) {
+func (ly *layers) redactOutput(res *layeredResult) {
 	if ly.redactor == nil {
 		return
 	}
@@ -165,7 +176,7 @@ func (ly *layers) redactOutput(res *nsjail.Result) {
 
 // writeAudit appends the run's line to the audit log. A line that cannot
 // be written does not change the verdict, but is not lost in silence.
-func (ly *layers) writeAudit(s *nsjail.Spec, res *nsjail.Result) {
+func (ly *layers) writeAudit(s *nsjail.Spec, res *layeredResult) {
 	if ly.audit == nil {
 		return
 	}

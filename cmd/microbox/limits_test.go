@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 func TestMemoryLimit(t *testing.T) {
 	r := py(t, "b = bytearray(1 << 30)", "--mem", "256M")
-	wantStatus(t, r, nsjail.StatusMemory)
-	if r.Limit != nsjail.LimitMemory {
+	wantStatus(t, r, result.StatusMemory)
+	if r.Limit != result.LimitMemory {
 		t.Fatalf("limit %q", r.Limit)
 	}
 	if r.PeakMemoryBytes == nil || *r.PeakMemoryBytes > 256<<20 || *r.PeakMemoryBytes < 200<<20 {
@@ -30,7 +30,7 @@ func TestMemoryLimitChildProcess(t *testing.T) {
 import subprocess, sys
 subprocess.run([sys.executable, '-c', 'b = bytearray(768 << 20)'])
 print('parent survived')`, "--mem", "256M")
-	wantStatus(t, r, nsjail.StatusMemory)
+	wantStatus(t, r, result.StatusMemory)
 }
 
 func TestPidsLimitStopsForkBomb(t *testing.T) {
@@ -42,7 +42,7 @@ while True:
         os.fork()
     except OSError:
         pass`, "--pids", "32", "--timeout", "3s")
-	if r.Status != nsjail.StatusTimeout && r.Status != nsjail.StatusNonzero {
+	if r.Status != result.StatusTimeout && r.Status != result.StatusNonzero {
 		t.Fatalf("status %q error %v", r.Status, deref(r.Error))
 	}
 	if el := time.Since(start); el > 6*time.Second {
@@ -58,7 +58,7 @@ try:
         n += 1
 except RuntimeError:
     print(n)`, "--pids", "32")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if n := strings.TrimSpace(r.Stdout); n == "" || len(n) > 2 {
 		t.Fatalf("threads started under --pids 32: %q", n)
 	}
@@ -68,7 +68,7 @@ except RuntimeError:
 // loosely: it proves the quota is applied, not how fast anything is.
 func TestCPUQuota(t *testing.T) {
 	r := py(t, "import time\nend = time.time() + 1\nwhile time.time() < end: pass", "--cpus", "0.5", "--timeout", "5s")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	ratio := *r.CPUTimeMs / r.WallTimeMs
 	if ratio < 0.3 || ratio > 0.7 {
 		t.Fatalf("CPU/wall ratio %.2f under --cpus 0.5 (cpu %.0f ms, wall %.0f ms)", ratio, *r.CPUTimeMs, r.WallTimeMs)
@@ -84,8 +84,8 @@ def spin():
     while True: pass
 for _ in range(2):
     threading.Thread(target=spin).start()`, "--cpu-time", "1s", "--cpus", "2", "--timeout", "10s")
-	wantStatus(t, r, nsjail.StatusTimeout)
-	if r.Limit != nsjail.LimitCPU {
+	wantStatus(t, r, result.StatusTimeout)
+	if r.Limit != result.LimitCPU {
 		t.Fatalf("limit %q, want cpu", r.Limit)
 	}
 	if *r.CPUTimeMs < 1000 || r.WallTimeMs > 2500 {
@@ -102,8 +102,8 @@ func TestCPUTimeLimitOnEveryCPU(t *testing.T) {
 import os
 os.fork()
 while True: pass`, "--cpu-time", "600ms", "--cpus", "2", "--timeout", "10s")
-	wantStatus(t, r, nsjail.StatusTimeout)
-	if r.Limit != nsjail.LimitCPU || *r.CPUTimeMs > 900 {
+	wantStatus(t, r, result.StatusTimeout)
+	if r.Limit != result.LimitCPU || *r.CPUTimeMs > 900 {
 		t.Fatalf("limit %q after %.0f ms of CPU, want cpu by about 600 ms", r.Limit, *r.CPUTimeMs)
 	}
 }
@@ -120,10 +120,10 @@ try:
     print('wrote 100 MiB')
 except OSError as e:
     print(errno.errorcode[e.errno])`, "--mem", "64M", "--tmpfs-size", "32M")
-	if r.Status == nsjail.StatusOK && strings.TrimSpace(r.Stdout) != "ENOSPC" {
+	if r.Status == result.StatusOK && strings.TrimSpace(r.Stdout) != "ENOSPC" {
 		t.Fatalf("stdout %q", r.Stdout)
 	}
-	if r.Status != nsjail.StatusOK && r.Status != nsjail.StatusMemory {
+	if r.Status != result.StatusOK && r.Status != result.StatusMemory {
 		t.Fatalf("status %q", r.Status)
 	}
 	assertNoRunCgroups(t)
@@ -131,7 +131,7 @@ except OSError as e:
 
 func TestNoCgroupRunsWithoutLimits(t *testing.T) {
 	r := py(t, "print(1)", "--no-cgroup")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Cgroup != "none" {
 		t.Fatalf("cgroup %q, want none", r.Cgroup)
 	}

@@ -18,10 +18,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // usageError is bad input from the caller: it is reported on one line and
-// microbox exits with nsjail.ExitSandboxError.
+// microbox exits with result.ExitSandboxError.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -101,7 +102,7 @@ func (inv *invocation) context() (context.Context, context.CancelFunc) {
 // invocation has its result before the jail has gone: the kernel's
 // teardown of the namespaces is no part of the caller's wait, and the
 // server finishes it after answering (tearDown).
-func (inv *invocation) runSpec(ctx context.Context, s *nsjail.Spec) *nsjail.Result {
+func (inv *invocation) runSpec(ctx context.Context, s *nsjail.Spec) *result.Result {
 	if inv.jails == nil {
 		return nsjail.Run(ctx, s)
 	}
@@ -195,9 +196,9 @@ func (inv *invocation) fail(args []string, err error) int {
 	msg := strings.TrimSpace(err.Error())
 	fmt.Fprintf(inv.stderr, "microbox: %s\n", msg)
 	if wantsJSON(args) {
-		writeJSON(inv.stdout, &nsjail.Result{Status: nsjail.StatusSandboxError, Error: &msg, Cgroup: "none"})
+		writeJSON(inv.stdout, &result.Result{Status: result.StatusSandboxError, Error: &msg, Cgroup: "none"})
 	}
-	return nsjail.ExitSandboxError
+	return result.ExitSandboxError
 }
 
 // wantsJSON reports whether --json appears among microbox's own flags

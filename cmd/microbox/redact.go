@@ -17,8 +17,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-
-	"github.com/microbox/microbox/nsjail"
 )
 
 // redactPattern is one kind of secret.
@@ -167,6 +165,12 @@ func redactWordByte(b byte) bool {
 	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
 }
 
+// Redaction is one kind of secret --redact masked, and how often.
+type Redaction struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+}
+
 // redactSpan is a match to mask: text[start:end], by pattern i.
 type redactSpan struct{ start, end, pattern int }
 
@@ -309,8 +313,8 @@ func mergeRedactSpans(taken, found []redactSpan) []redactSpan {
 
 // summary turns per-pattern counts into the result's list, one entry per
 // kind in the patterns' order (a custom pattern may share a kind).
-func (r *redactor) summary(counts []int) []nsjail.Redaction {
-	var out []nsjail.Redaction
+func (r *redactor) summary(counts []int) []Redaction {
+	var out []Redaction
 	index := map[string]int{}
 	for i, n := range counts {
 		if n == 0 {
@@ -322,7 +326,7 @@ func (r *redactor) summary(counts []int) []nsjail.Redaction {
 			continue
 		}
 		index[kind] = len(out)
-		out = append(out, nsjail.Redaction{Kind: kind, Count: n})
+		out = append(out, Redaction{Kind: kind, Count: n})
 	}
 	return out
 }
@@ -428,7 +432,7 @@ func (rw *redactWriter) Flush() {
 // what was masked. streamed holds the counts of the redactWriters when the
 // output streamed (nil otherwise): the captured copy is then the same
 // output again, masked but not counted twice.
-func (r *redactor) redactResult(res *nsjail.Result, streamed []int) {
+func (r *redactor) redactResult(res *layeredResult, streamed []int) {
 	counts := make([]int, len(r.patterns))
 	var c []int
 	res.Stdout, c = r.redact(res.Stdout)

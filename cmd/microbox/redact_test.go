@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 func testRedactor(t *testing.T, custom ...string) *redactor {
@@ -57,7 +57,7 @@ func TestRedactOverlapsAndCounts(t *testing.T) {
 	if want := "pw=[REDACTED_PASSWORD] [REDACTED_CONNECTION_STRING] [REDACTED_EMAIL] [REDACTED_EMAIL]"; out != want {
 		t.Fatalf("got %q, want %q", out, want)
 	}
-	want := []nsjail.Redaction{{Kind: "password", Count: 1}, {Kind: "connection_string", Count: 1}, {Kind: "email", Count: 2}}
+	want := []Redaction{{Kind: "password", Count: 1}, {Kind: "connection_string", Count: 1}, {Kind: "email", Count: 2}}
 	if got := r.summary(counts); !slices.Equal(got, want) {
 		t.Fatalf("summary %v, want %v", got, want)
 	}
@@ -156,7 +156,7 @@ print("dsn mysql://root:toor@10.1.2.3/db", file=sys.stderr)
 print("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----")
 print("custom ticket=T-12345")`
 	r := py(t, code, "--redact", "--redact-pattern", `ticket=T-\d+`)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	wantOut := "key [REDACTED_API_KEY] for [REDACTED_EMAIL]\n[REDACTED_PRIVATE_KEY]\ncustom ticket=[REDACTED_TICKET]\n"
 	if r.Stdout != wantOut || r.Stderr != "dsn [REDACTED_CONNECTION_STRING]\n" {
 		t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
@@ -185,8 +185,8 @@ print("custom ticket=T-12345")`
 // The output cap counts the program's raw bytes; redaction happens after.
 func TestRedactKeepsOutputCap(t *testing.T) {
 	r := py(t, "print('a@b.io ' * 100)", "--redact", "--output-limit", "70")
-	wantStatus(t, r, nsjail.StatusOutputLimit)
-	if !r.StdoutTruncated || r.Limit != nsjail.LimitStdout {
+	wantStatus(t, r, result.StatusOutputLimit)
+	if !r.StdoutTruncated || r.Limit != result.LimitStdout {
 		t.Fatalf("truncated %v limit %q", r.StdoutTruncated, r.Limit)
 	}
 	// 70 raw bytes are ten addresses; the masked text is longer.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/rootfs"
 )
 
@@ -287,7 +288,7 @@ func sandboxRun(dir string, argv []string) (string, error) {
 		cgroup.GC("")
 	}
 	res := nsjail.Run(context.Background(), s)
-	if res.Status != nsjail.StatusOK {
+	if res.Status != result.StatusOK {
 		why := string(res.Status)
 		if res.Error != nil {
 			why += ": " + *res.Error

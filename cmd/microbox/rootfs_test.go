@@ -33,7 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/rootfs"
 )
 
@@ -239,14 +239,14 @@ func TestRootfsBuild(t *testing.T) {
 	}
 	t.Logf("rootfs check:\n%s", out)
 
-	r := result(t, "", "--rootfs", root, "-c", stdlibProgram)
-	wantStatus(t, r, nsjail.StatusOK)
+	r := execJSON(t, "", "--rootfs", root, "-c", stdlibProgram)
+	wantStatus(t, r, result.StatusOK)
 	if !strings.HasPrefix(r.Stdout, "OK build bookworm 3.") {
 		t.Fatalf("stdout %q", r.Stdout)
 	}
 	// The root is read-only, also for the sandbox's init.
-	r = result(t, "", "--rootfs", root, "-c", "open('/usr/x', 'w')")
-	if r.Status != nsjail.StatusNonzero || !strings.Contains(r.Stderr, "Read-only file system") {
+	r = execJSON(t, "", "--rootfs", root, "-c", "open('/usr/x', 'w')")
+	if r.Status != result.StatusNonzero || !strings.Contains(r.Stderr, "Read-only file system") {
 		t.Fatalf("writing into the root: %s %q", r.Status, r.Stderr)
 	}
 }
@@ -260,7 +260,7 @@ func TestRootfsFromEnvironment(t *testing.T) {
 		t.Fatalf("exec with $%s: exit %d %q %q", rootfs.EnvRootfs, code, out, errOut)
 	}
 	_, errOut, code = microboxOut(t, []string{rootfs.EnvRootfs + "=" + t.TempDir()}, "exec", "-c", "print(1)")
-	if code != nsjail.ExitSandboxError || !strings.Contains(errOut, "$"+rootfs.EnvRootfs) || !strings.Contains(errOut, "has no /proc") {
+	if code != result.ExitSandboxError || !strings.Contains(errOut, "$"+rootfs.EnvRootfs) || !strings.Contains(errOut, "has no /proc") {
 		t.Fatalf("exec with a bad $%s: exit %d %q", rootfs.EnvRootfs, code, errOut)
 	}
 }
@@ -276,8 +276,8 @@ func TestRootfsBenignCorpus(t *testing.T) {
 		t.Run(filepath.Base(c), func(t *testing.T) {
 			limits, stdin := caseHeader(t, c)
 			args := append(append([]string{"--rootfs", root}, limits...), c)
-			r := result(t, stdin, args...)
-			wantStatus(t, r, nsjail.StatusOK)
+			r := execJSON(t, stdin, args...)
+			wantStatus(t, r, result.StatusOK)
 		})
 	}
 }
@@ -305,14 +305,14 @@ func caseHeader(t *testing.T, path string) ([]string, string) {
 
 func TestRootfsBuildNumpy(t *testing.T) {
 	root := testRoot(t, "numpy")
-	r := result(t, "", "--rootfs", root, "--mem", "512M", "-c", `
+	r := execJSON(t, "", "--rootfs", root, "--mem", "512M", "-c", `
 import numpy as np
 a = np.arange(1.0, 10.0).reshape(3, 3) + np.eye(3)
 x = np.linalg.solve(a, np.ones(3))
 assert np.allclose(a @ x, np.ones(3))
 print(np.__version__, round(float(np.linalg.det(a)), 6), round(float((a @ a.T).trace()), 6))
 `)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if f := strings.Fields(r.Stdout); len(f) != 3 || f[1] != "-2.0" || f[2] != "318.0" {
 		t.Fatalf("numpy computation printed %q", r.Stdout)
 	}
@@ -371,11 +371,11 @@ func TestRootfsExecRefusesBadRoot(t *testing.T) {
 		os.Mkdir(filepath.Join(empty, d), 0o755)
 	}
 	_, errOut, code := microboxOut(t, nil, "exec", "--rootfs", empty, "-c", "print(1)")
-	if code != nsjail.ExitSandboxError || !strings.Contains(errOut, "no usable python") || strings.Count(errOut, "\n") != 1 {
+	if code != result.ExitSandboxError || !strings.Contains(errOut, "no usable python") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("exec on a root without python: exit %d %q", code, errOut)
 	}
 	_, errOut, code = microboxOut(t, nil, "exec", "--rootfs", filepath.Join(empty, "missing"), "-c", "print(1)")
-	if code != nsjail.ExitSandboxError || !strings.Contains(errOut, "not a directory") {
+	if code != result.ExitSandboxError || !strings.Contains(errOut, "not a directory") {
 		t.Fatalf("exec on a missing root: exit %d %q", code, errOut)
 	}
 	out, _, code := microboxOut(t, nil, "rootfs", "check", empty)
@@ -389,7 +389,7 @@ func TestRootfsExecRefusesBadRoot(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(private, "usr/bin/python3"), []byte("#!x"), 0o755)
 		_, errOut, code = microboxOut(t, nil, "exec", "--rootfs", private, "-c", "print(1)")
-		if code != nsjail.ExitSandboxError || !strings.Contains(errOut, "cannot reach") {
+		if code != result.ExitSandboxError || !strings.Contains(errOut, "cannot reach") {
 			t.Fatalf("exec on an unreachable root: exit %d %q", code, errOut)
 		}
 	}
@@ -465,7 +465,7 @@ func TestRootfsImport(t *testing.T) {
 		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("imported in %.1f s:\n%s%s", time.Since(began).Seconds(), out, errOut)
-	r := result(t, "", "--rootfs", dir, "-c", `
+	r := execJSON(t, "", "--rootfs", dir, "-c", `
 import os, json
 print(os.listdir("/usr/share/common-licenses"))
 try:
@@ -475,7 +475,7 @@ except ModuleNotFoundError:
 print(json.load(open("/etc/microbox-rootfs.json"))["kind"])
 exec(open("/opt/app/hello.py").read())
 `)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "['NOTICE']\nwhited out\nimport\nhello from layer 2\n" {
 		t.Fatalf("stdout %q", r.Stdout)
 	}

@@ -17,10 +17,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/microbox/microbox/result"
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
-
-	"github.com/microbox/microbox/nsjail"
 )
 
 // seccompStatus is Python that prints the Seccomp line of /proc/self/status
@@ -29,7 +28,7 @@ const seccompStatus = `print([l.split()[1] for l in open('/proc/self/status') if
 
 func TestSeccompDefaultOn(t *testing.T) {
 	r := py(t, seccompStatus)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if got := strings.TrimSpace(r.Stdout); got != "2" || r.Seccomp != "default" {
 		t.Fatalf("Seccomp: %s, result seccomp %q; want 2 and default", got, r.Seccomp)
 	}
@@ -37,7 +36,7 @@ func TestSeccompDefaultOn(t *testing.T) {
 
 func TestSeccompOff(t *testing.T) {
 	r := py(t, seccompStatus, "--seccomp", "off")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if got := strings.TrimSpace(r.Stdout); got != "0" || r.Seccomp != "off" {
 		t.Fatalf("Seccomp: %s, result seccomp %q; want 0 and off", got, r.Seccomp)
 	}
@@ -149,7 +148,7 @@ func runProbes(t *testing.T, probes []syscallProbe, flags ...string) (map[string
 	t.Helper()
 	code, kept := probeProgram(t, probes)
 	r := py(t, code, flags...)
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	var got map[string]syscall.Errno
 	if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil {
 		t.Fatalf("probe output %q: %v", r.Stdout, err)
@@ -182,7 +181,7 @@ func TestSeccompRefusedSyscalls(t *testing.T) {
 // is refused by the filter there, not by the kernel.
 func TestSeccompLog(t *testing.T) {
 	r := py(t, seccompStatus, "--seccomp", "log")
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if got := strings.TrimSpace(r.Stdout); got != "2" || r.Seccomp != "log" {
 		t.Fatalf("Seccomp: %s, result seccomp %q; want 2 and log", got, r.Seccomp)
 	}
@@ -225,7 +224,7 @@ func TestSeccompX32Killed(t *testing.T) {
 		t.Skip("x32 exists on x86_64 only")
 	}
 	r := py(t, "import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39); print('survived')")
-	wantStatus(t, r, nsjail.StatusSignaled)
+	wantStatus(t, r, result.StatusSignaled)
 	if r.Signal == nil || *r.Signal != "SIGSYS" {
 		t.Fatalf("signal %v, want SIGSYS", deref(r.Signal))
 	}
@@ -301,7 +300,7 @@ assert ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: x + 1)(1) == 2`},
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := py(t, c.code+"\nprint('OK')\n", "--timeout", "20s")
-			wantStatus(t, r, nsjail.StatusOK)
+			wantStatus(t, r, result.StatusOK)
 			if strings.TrimSpace(r.Stdout) != "OK" {
 				t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
 			}
@@ -316,7 +315,7 @@ func seccompTestdata(name string) string {
 
 func TestSeccompProfileDenyGetpid(t *testing.T) {
 	r := py(t, "import os; print(os.getpid(), os.getppid() > 0)", "--seccomp-profile", seccompTestdata("deny-getpid.json"))
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	// getpid cannot fail, so CPython does not check: the refusal shows
 	// as -EPERM, -1.
 	if got := strings.TrimSpace(r.Stdout); got != "-1 True" || r.Seccomp != "profile" {
@@ -332,7 +331,7 @@ import json, subprocess, sys, threading
 t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()
 print(subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True, text=True).stdout.strip())
 print(json.dumps({'ok': True}))`, "--seccomp-profile", seccompTestdata("docker-style.json"))
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	if r.Stdout != "thread\n42\n{\"ok\": true}\n" || r.Seccomp != "profile" {
 		t.Fatalf("stdout %q, result seccomp %q", r.Stdout, r.Seccomp)
 	}
@@ -350,15 +349,15 @@ func TestSeccompProfileUnknownField(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != nsjail.ExitSandboxError {
-		t.Fatalf("exit %v, want %d", err, nsjail.ExitSandboxError)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != result.ExitSandboxError {
+		t.Fatalf("exit %v, want %d", err, result.ExitSandboxError)
 	}
 	msg := strings.TrimSpace(stderr.String())
 	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, `"sycalls"`) {
 		t.Fatalf("stderr %q: want one line naming the field \"sycalls\"", msg)
 	}
-	r := result(t, "", "--seccomp-profile", path, "-c", "pass")
-	wantStatus(t, r, nsjail.StatusSandboxError)
+	r := execJSON(t, "", "--seccomp-profile", path, "-c", "pass")
+	wantStatus(t, r, result.StatusSandboxError)
 	if r.Error == nil || !strings.Contains(*r.Error, `"sycalls"`) {
 		t.Fatalf("error %v: want it to name the field", deref(r.Error))
 	}

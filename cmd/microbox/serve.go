@@ -47,6 +47,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 const (
@@ -225,7 +226,7 @@ func serveConn(server context.Context, conn *net.UnixConn, jails *warmPool, stal
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(os.Stderr, "microbox: serve: panic: %v\n%s", p, debug.Stack())
-			sendStatus(conn, nsjail.ExitSandboxError)
+			sendStatus(conn, result.ExitSandboxError)
 		}
 	}()
 	req, err := readRequest(conn)

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/microbox/microbox/cgroup"
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // launchServer starts `microbox serve` on socket, its log to log, and
@@ -113,7 +113,7 @@ func TestServeStopLeavesNoCgroups(t *testing.T) {
 		t.Fatalf("%v: %s", err, log.String())
 	}
 	r := jsonResult(t, client(socket, "--json", "-c", "print(1)"))
-	wantStatus(t, r, nsjail.StatusOK)
+	wantStatus(t, r, result.StatusOK)
 	// Its refill is under way: stop it now.
 	server.Process.Signal(syscall.SIGTERM)
 	if err := server.Wait(); err != nil {
@@ -151,10 +151,10 @@ func TestServeRunsTheClientsProgram(t *testing.T) {
 		{[]string{"-c", "print('hi')"}, 0, "hi\n"},
 		{[]string{"-c", "raise SystemExit(3)"}, 3, ""},
 		{[]string{"-c", "import os; os.kill(os.getpid(), 9)"}, 128 + 9, ""},
-		{[]string{"--timeout", "200ms", "-c", "while 1: pass"}, nsjail.ExitTimeout, ""},
-		{[]string{"--mem", "64M", "--tmpfs-size", "16M", "-c", "x = bytearray(200 << 20)"}, nsjail.ExitMemory, ""},
-		{[]string{"--output-limit", "10", "-c", "print('x' * 100)"}, nsjail.ExitOutputLimit, "xxxxxxxxxx"},
-		{[]string{"--mem", "12Q", "-c", "1"}, nsjail.ExitSandboxError, ""},
+		{[]string{"--timeout", "200ms", "-c", "while 1: pass"}, result.ExitTimeout, ""},
+		{[]string{"--mem", "64M", "--tmpfs-size", "16M", "-c", "x = bytearray(200 << 20)"}, result.ExitMemory, ""},
+		{[]string{"--output-limit", "10", "-c", "print('x' * 100)"}, result.ExitOutputLimit, "xxxxxxxxxx"},
+		{[]string{"--mem", "12Q", "-c", "1"}, result.ExitSandboxError, ""},
 	} {
 		out, _, code := runCmd(t, client(socket, c.args...))
 		if code != c.code || string(out) != c.out {
@@ -208,8 +208,8 @@ func TestServeSignalEndsTheRun(t *testing.T) {
 	stdout.ReadFrom(r)
 	err := cmd.Wait()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != nsjail.ExitSandboxError {
-		t.Fatalf("client ended with %v, want exit %d", err, nsjail.ExitSandboxError)
+	if !ok || ee.ExitCode() != result.ExitSandboxError {
+		t.Fatalf("client ended with %v, want exit %d", err, result.ExitSandboxError)
 	}
 	if !strings.Contains(stdout.String(), `"status":"sandbox_error"`) || !strings.Contains(stdout.String(), "interrupted") {
 		t.Fatalf("result %s", stdout.String())
@@ -290,12 +290,12 @@ func TestServeRefusesUnsafeSockets(t *testing.T) {
 	os.Mkdir(open, 0o777)
 	os.Chmod(open, 0o777)
 	_, errOut, code := runCmd(t, exec.Command(microbox, "serve", "--socket", filepath.Join(open, "exec.sock")))
-	if code != nsjail.ExitSandboxError || !strings.Contains(string(errOut), "only you") {
+	if code != result.ExitSandboxError || !strings.Contains(string(errOut), "only you") {
 		t.Errorf("world-writable directory: exit %d, stderr %q", code, errOut)
 	}
 	socket, _ := testServer(t)
 	_, errOut, code = runCmd(t, exec.Command(microbox, "serve", "--socket", socket))
-	if code != nsjail.ExitSandboxError || !strings.Contains(string(errOut), "already listens") {
+	if code != result.ExitSandboxError || !strings.Contains(string(errOut), "already listens") {
 		t.Errorf("a live server's socket: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
 )
 
 // warmPool keeps up to size jails ready in the shape (cgroup limits and
@@ -43,7 +44,7 @@ func newWarmPool(size int, sp *nsjail.Spawner) *warmPool {
 
 // run runs s in a ready jail, or in a fresh one when none fits; the
 // caller must call teardown (see nsjail.RunEarly).
-func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) (res *nsjail.Result, teardown func() error) {
+func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, teardown func() error) {
 	if p.size > 0 {
 		// An error here is the cold run's to report.
 		if shape, err := nsjail.ShapeOf(s); err == nil {

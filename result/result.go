@@ -1,4 +1,12 @@
-package nsjail
+// Package result is microbox's result contract: the verdict on one run as
+// `microbox exec --json` prints it, the statuses, the limits that end a
+// run, and the exit statuses of `microbox exec` without --json.
+//
+// Fields and statuses are only ever added, never renamed or removed:
+// callers parse this JSON. Layers above the jail (the policy layers) add
+// fields of their own by embedding Result, which keeps its bytes as they
+// are.
+package result
 
 import (
 	"strings"
@@ -17,8 +25,12 @@ const (
 	StatusMemory       Status = "memory"        // memory limit
 	StatusOutputLimit  Status = "output_limit"  // stdout or stderr cap
 	StatusSandboxError Status = "sandbox_error" // microbox could not set up or run the jail
-	StatusRejected     Status = "rejected"      // refused before it ran (exec --max-risk)
+	StatusRejected     Status = "rejected"      // refused before it ran (a policy layer)
 )
+
+// Statuses lists every status in the order reports count them.
+var Statuses = []Status{StatusOK, StatusNonzero, StatusSignaled, StatusTimeout, StatusMemory,
+	StatusOutputLimit, StatusSandboxError, StatusRejected}
 
 // Which limit ended a run, in Result.Limit.
 const (
@@ -29,8 +41,7 @@ const (
 	LimitStderr = "stderr"
 )
 
-// Result is what `microbox exec --json` prints. Fields are only ever added,
-// never renamed.
+// Result is what `microbox exec --json` prints.
 type Result struct {
 	Status          Status   `json:"status"`
 	ExitCode        *int     `json:"exit_code"`
@@ -55,59 +66,28 @@ type Result struct {
 	SetupTimeMs float64 `json:"setup_time_ms"`
 	// Trace lists the set-up phases (with --trace).
 	Trace []Phase `json:"trace,omitempty"`
-	// Redactions counts what --redact masked in stdout and stderr, by
-	// kind; absent when nothing was.
-	Redactions []Redaction `json:"redactions,omitempty"`
-	// Risk is the static risk report the run was judged by (--max-risk).
-	Risk *RiskReport `json:"risk,omitempty"`
 }
 
-// Redaction is one kind of secret --redact masked, and how often.
-type Redaction struct {
-	Kind  string `json:"kind"`
-	Count int    `json:"count"`
-}
-
-// RiskReport is what `microbox check` says about a program before it runs:
-// the risky constructs found, their points and the total's level.
-type RiskReport struct {
-	Score    int           `json:"score"`
-	Level    string        `json:"level"`
-	Findings []RiskFinding `json:"findings"`
-	// SyntaxError is set when the code does not parse; Score is then 0.
-	SyntaxError *SyntaxError `json:"syntax_error"`
-}
-
-// RiskFinding is one distinct risky construct: the first place it occurs
-// and how many times it does. Points count once per construct.
-type RiskFinding struct {
-	Rule   string `json:"rule"`
-	Name   string `json:"name"`
-	Points int    `json:"points"`
-	Count  int    `json:"count"`
-	Line   int    `json:"line"`
-	Col    int    `json:"col"`
-}
-
-// SyntaxError is where and why the code failed to parse.
-type SyntaxError struct {
-	Message string `json:"message"`
-	Line    int    `json:"line"`
-	Col     int    `json:"col"`
-}
-
-// Phase is one timed step of a run's set-up, in ms since microbox started it.
+// Phase is one timed step of a run's set-up, in ms since the run began.
 type Phase struct {
 	Name string  `json:"name"`
 	AtMs float64 `json:"at_ms"`
 }
 
-func sandboxError(msg string) *Result {
+// SandboxError is the result of a run microbox could not set up or run;
+// msg says why, in one line.
+func SandboxError(msg string) *Result {
 	return &Result{Status: StatusSandboxError, Error: &msg, Cgroup: "none"}
 }
 
-// setExit fills the verdict fields from the program's wait status.
-func (r *Result) setExit(ws unix.WaitStatus) {
+// NotRun is the result of a program that was refused or failed before
+// it started: status and why, with the seccomp mode it would have had.
+func NotRun(status Status, msg, seccompMode string) *Result {
+	return &Result{Status: status, Error: &msg, Cgroup: "none", Seccomp: seccompMode}
+}
+
+// SetExit fills the verdict fields from the program's wait status.
+func (r *Result) SetExit(ws unix.WaitStatus) {
 	switch {
 	case ws.Signaled():
 		r.Status = StatusSignaled
@@ -127,8 +107,10 @@ func (r *Result) setExit(ws unix.WaitStatus) {
 	}
 }
 
-// Exit codes of `microbox exec` without --json for verdicts that have no
-// exit status of the program's own.
+// Exit statuses of `microbox exec` without --json for verdicts that have
+// no exit status of the program's own. nsjail/init.c and the client
+// (cmd/microbox/client.c) use ExitSandboxError too; a test holds them
+// equal.
 const (
 	ExitRejected     = 121
 	ExitOutputLimit  = 122
@@ -155,4 +137,23 @@ func (r *Result) ShellStatus() int {
 		return ExitRejected
 	}
 	return ExitSandboxError
+}
+
+// Describe says in one line how a run ended: its status, then the error
+// or else the last line of stderr (a traceback's exception).
+func (r *Result) Describe() string {
+	msg := string(r.Status)
+	if r.Error != nil {
+		msg += ": " + *r.Error
+	} else if line := LastLine(r.Stderr); line != "" {
+		msg += ": " + line
+	}
+	return msg
+}
+
+// LastLine is the last non-blank line of s, trimmed: for a Python
+// traceback, the exception.
+func LastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
 }
