@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/microbox/microbox/field"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,9 +32,6 @@ type Limits struct {
 	CPUs   float64 // CPU bandwidth in cores, e.g. 0.5
 	Pids   int64   // processes and threads
 }
-
-// Any reports whether at least one limit is set.
-func (l Limits) Any() bool { return l.Memory > 0 || l.CPUs > 0 || l.Pids > 0 }
 
 // Usage is what a run consumed, read from its cgroup when it ended.
 type Usage struct {
@@ -92,9 +90,6 @@ const runPrefix = "microbox-run-"
 
 const mountRoot = "/sys/fs/cgroup"
 
-// ErrUnavailable says the host offers no cgroup this process may use.
-var ErrUnavailable = errors.New("no usable cgroup hierarchy")
-
 // HostMode tells whether the host is pure cgroup v2, or has v1 hierarchies
 // for the controllers microbox needs (v1 or hybrid).
 func HostMode() Mode {
@@ -110,7 +105,7 @@ func HostMode() Mode {
 // New creates the cgroup for one run with the given limits.
 func New(opts Options) (Run, error) {
 	if p := opts.Parent; p != "" && (!path.IsAbs(p) || path.Clean(p) != p) {
-		return nil, fmt.Errorf("--cgroup-parent %q: give the group's absolute, clean path inside the hierarchy, e.g. /system.slice/eval.service", p)
+		return nil, field.Errorf("CgroupParent", "{CgroupParent} %q: give the group's absolute, clean path inside the hierarchy, e.g. /system.slice/eval.service", p)
 	}
 	// pid-time-random: unique even for concurrent runs of one process.
 	name := fmt.Sprintf("%s%d-%d-%08x", runPrefix, os.Getpid(), time.Now().UnixNano(), rand.Uint32())
@@ -122,10 +117,10 @@ func New(opts Options) (Run, error) {
 	case ModeV1:
 		r, err = newV1(name, opts)
 	default:
-		return nil, fmt.Errorf("%w: neither %s/cgroup.controllers (v2) nor a v1 memory hierarchy exists; pass --no-cgroup to run without limits", ErrUnavailable, mountRoot)
+		return nil, field.Errorf("NoCgroup", "no usable cgroup hierarchy: neither %s/cgroup.controllers (v2) nor a v1 memory hierarchy exists; pass {NoCgroup} to run without limits", mountRoot)
 	}
 	if errors.Is(err, fs.ErrPermission) {
-		err = fmt.Errorf("%w; as uid %d microbox may not create cgroups here: run it as root, or delegate a cgroup v2 subtree to this user (systemd Delegate=yes) and pass it as --cgroup-parent, or pass --no-cgroup to run without memory, CPU and pids limits", err, os.Geteuid())
+		err = field.Errorf("CgroupParent", "%v; as uid %d microbox may not create cgroups here: run it as root, or delegate a cgroup v2 subtree to this user (systemd Delegate=yes) and pass it as {CgroupParent}, or pass {NoCgroup} to run without memory, CPU and pids limits", err, os.Geteuid())
 	}
 	return r, err
 }

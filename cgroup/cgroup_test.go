@@ -176,7 +176,7 @@ func TestV1ComountedHierarchies(t *testing.T) {
 
 func TestBadParentRefused(t *testing.T) {
 	for _, p := range []string{"relative", "/a/../../etc", "/a//b", "/a/", "/.."} {
-		if _, err := New(Options{Parent: p, Limits: Limits{Pids: 8}}); err == nil || !strings.Contains(err.Error(), "--cgroup-parent") {
+		if _, err := New(Options{Parent: p, Limits: Limits{Pids: 8}}); err == nil || !strings.HasPrefix(err.Error(), "CgroupParent") {
 			t.Errorf("parent %q: %v", p, err)
 		}
 	}

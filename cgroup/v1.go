@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/microbox/microbox/field"
 )
 
 // v1Run is a run's group on v1 (or hybrid) hosts: one directory in each of
@@ -102,7 +104,7 @@ func newV1(name string, opts Options) (Run, error) {
 		}
 		if v1Needed(sub, lim) {
 			r.Remove()
-			return nil, fmt.Errorf("create cgroup v1 %s in the %s hierarchy, which a requested limit needs (%w); mount that hierarchy, or drop the limit, or pass --no-cgroup", name, sub, err)
+			return nil, field.Errorf("NoCgroup", "create cgroup v1 %s in the %s hierarchy, which a requested limit needs (%v); mount that hierarchy, or drop the limit, or pass {NoCgroup}", name, sub, err)
 		}
 	}
 	for _, s := range v1Settings(lim) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/microbox/microbox/field"
 )
 
 // v2Run is a run's group on a pure cgroup v2 host.
@@ -186,9 +188,9 @@ func isHierarchyRoot() bool {
 }
 
 func delegationError(group string, err error) error {
-	return fmt.Errorf("cgroup v2 group %s cannot give memory/cpu/pids limits to child groups (%v): "+
+	return field.Errorf("CgroupParent", "cgroup v2 group %s cannot give memory/cpu/pids limits to child groups (%v): "+
 		"run microbox in a cgroup delegated to it that holds no other processes (systemd: Delegate=yes), "+
-		"or pass a delegated group as --cgroup-parent, or pass --no-cgroup to run without limits", group, err)
+		"or pass a delegated group as {CgroupParent}, or pass {NoCgroup} to run without limits", group, err)
 }
 
 // enableControllers writes "+ctrl ..." to group's subtree_control.

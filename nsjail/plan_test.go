@@ -165,8 +165,8 @@ func TestValidate(t *testing.T) {
 		{"workdir hides the root", func(s *Spec) { s.Workdir = "/usr/lib" }, "hide"},
 		{"file outside scratch", func(s *Spec) { s.Files = []File{{Path: "/etc/x"}} }, "outside the writable"},
 		{"file with dotdot", func(s *Spec) { s.Files = []File{{Path: "/tmp/../etc/x"}} }, "clean"},
-		{"no timeout", func(s *Spec) { s.Timeout = 0 }, "--timeout"},
-		{"cpu time without cgroup", func(s *Spec) { s.CPUTime = time.Second }, "--no-cgroup"},
+		{"no timeout", func(s *Spec) { s.Timeout = 0 }, "Timeout"},
+		{"cpu time without cgroup", func(s *Spec) { s.CPUTime = time.Second }, "NoCgroup"},
 		{"missing python", func(s *Spec) { s.Argv[0] = "/usr/bin/nope" }, "not found"},
 		{"python outside /usr", func(s *Spec) { s.Argv[0] = "/proc/self/exe" }, "outside /usr"},
 	}

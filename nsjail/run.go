@@ -54,7 +54,7 @@ func (sp *Spawner) Run(ctx context.Context, s *Spec) *result.Result {
 // millisecond) and removes its cgroup. The caller must call teardown.
 func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, teardown func() error) {
 	if err := s.Validate(); err != nil {
-		return result.SandboxError(err.Error()), func() error { return nil }
+		return result.SandboxError(s.message(err)), func() error { return nil }
 	}
 	sv := &supervisor{began: monotonic(), trace: s.Trace}
 	sv.markMoments(s.Before)
@@ -183,7 +183,7 @@ func (j *Jail) Run(ctx context.Context, s *Spec, sh Shape) (res *result.Result, 
 	}
 	if err := s.Validate(); err != nil {
 		sv.discard()
-		return result.SandboxError(err.Error()), noop
+		return result.SandboxError(s.message(err)), noop
 	}
 	sv.began, sv.trace = monotonic(), s.Trace
 	sv.markMoments(s.Before)
@@ -326,7 +326,7 @@ func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*res
 	}
 	if err != nil {
 		sv.abort()
-		res = result.SandboxError(err.Error())
+		res = result.SandboxError(s.message(err))
 	}
 	if sv.cg != nil {
 		res.Cgroup = string(sv.cg.Mode())

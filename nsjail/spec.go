@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/rootfs"
 )
 
@@ -75,6 +76,11 @@ type Spec struct {
 	// Labels describe the run in the result (e.g. the seccomp mode).
 	SeccompMode string
 
+	// FieldNames spells the fields of Options in the messages of the
+	// run's errors as the caller's own options are called (a flag, a
+	// JSON key); nil keeps the Go names.
+	FieldNames func(field string) string
+
 	// Trace records the set-up phases with timestamps in the result.
 	Trace bool
 	// Before are the caller's own moments before the run (a one-shot
@@ -99,6 +105,10 @@ type File struct {
 	Mode os.FileMode
 }
 
+// message is err's text for the run's result, its fields spelled as the
+// caller calls them.
+func (s *Spec) message(err error) string { return field.Message(err, s.FieldNames) }
+
 // SetupTimeout bounds how long the jail may take to start the program;
 // a healthy set-up takes milliseconds.
 const SetupTimeout = 10 * time.Second
@@ -111,56 +121,56 @@ func (s *Spec) Validate() error {
 	}
 	for _, a := range s.Argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return errors.New("an argument contains a NUL byte, which exec cannot pass")
+			return field.Errorf("Args", "an argument contains a NUL byte, which exec cannot pass")
 		}
 	}
 	for _, e := range s.Env {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.IndexByte(e, 0) >= 0 {
-			return fmt.Errorf("environment entry %q is not KEY=VALUE", e)
+			return field.Errorf("Env", "environment entry %q is not KEY=VALUE", e)
 		}
 	}
 	if err := checkSandboxPath("working directory", s.Workdir); err != nil {
-		return err
+		return field.Errorf("Workdir", "%v", err)
 	}
 	if s.Workdir == "/" || isSystemDir(s.Workdir) {
-		return fmt.Errorf("working directory %s would hide part of the root; use /tmp or a new directory such as /work", s.Workdir)
+		return field.Errorf("Workdir", "working directory %s would hide part of the root; use /tmp or a new directory such as /work", s.Workdir)
 	}
 	for _, f := range s.Files {
 		if err := checkSandboxPath("file", f.Path); err != nil {
-			return err
+			return field.Errorf("Files", "%v", err)
 		}
 		if !underTmp(f.Path) && !strings.HasPrefix(f.Path, s.Workdir+"/") {
-			return fmt.Errorf("file %s is outside the writable areas; put it under /tmp or the working directory %s", f.Path, s.Workdir)
+			return field.Errorf("Files", "file %s is outside the writable areas; put it under /tmp or the working directory %s", f.Path, s.Workdir)
 		}
 	}
 	if s.TmpfsSize <= 0 {
-		return errors.New("--tmpfs-size must be positive")
+		return field.Errorf("TmpfsSize", "{TmpfsSize} must be positive")
 	}
 	if s.Cgroup != nil && s.Cgroup.Limits.Memory > 0 && s.TmpfsSize > s.Cgroup.Limits.Memory {
-		return fmt.Errorf("--tmpfs-size (%d bytes) exceeds --mem (%d bytes): tmpfs pages count against the memory limit; lower --tmpfs-size or raise --mem", s.TmpfsSize, s.Cgroup.Limits.Memory)
+		return field.Errorf("TmpfsSize", "{TmpfsSize} (%d bytes) exceeds {Memory} (%d bytes): tmpfs pages count against the memory limit; lower {TmpfsSize} or raise {Memory}", s.TmpfsSize, s.Cgroup.Limits.Memory)
 	}
 	if s.Timeout <= 0 {
-		return errors.New("--timeout must be positive")
+		return field.Errorf("Timeout", "{Timeout} must be positive")
 	}
 	if s.CPUTime < 0 {
-		return errors.New("--cpu-time must not be negative")
+		return field.Errorf("CPUTime", "{CPUTime} must not be negative")
 	}
 	if s.CPUTime > 0 && s.Cgroup == nil {
-		return errors.New("--cpu-time is measured by the run's cgroup and cannot be used with --no-cgroup")
+		return field.Errorf("CPUTime", "{CPUTime} needs a cgroup and cannot be used with {NoCgroup}")
 	}
 	if s.OutputLimit <= 0 {
-		return errors.New("--output-limit must be positive")
+		return field.Errorf("OutputLimit", "{OutputLimit} must be positive")
 	}
 	if s.Hostname == "" || len(s.Hostname) > 64 {
-		return errors.New("hostname must be 1 to 64 characters")
+		return field.Errorf("Hostname", "hostname must be 1 to 64 characters")
 	}
 	if s.RootDir != "" {
 		if !path.IsAbs(s.RootDir) || path.Clean(s.RootDir) != s.RootDir {
-			return fmt.Errorf("--rootfs %s: give an absolute, clean path", s.RootDir)
+			return field.Errorf("RootFS", "{RootFS} %s: give an absolute, clean path", s.RootDir)
 		}
 		if !underTmp(s.Workdir) {
 			if err := rootfs.CheckMountPoint(s.RootDir, s.Workdir); err != nil {
-				return fmt.Errorf("working directory %s: %w (or use one under /tmp)", s.Workdir, err)
+				return field.Errorf("Workdir", "working directory %s: %v (or use one under /tmp)", s.Workdir, err)
 			}
 		}
 		if len(s.RootFiles) > 0 {

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/microbox/microbox/field"
 )
 
 // SystemDir is where `exec` looks for a root when neither --rootfs nor
@@ -127,7 +129,7 @@ func (o *BuildOptions) Packages() ([]string, error) {
 			name = "python3-" + strings.ToLower(name)
 		}
 		if !debianName().MatchString(name) {
-			return nil, fmt.Errorf("--with %q is not a Debian package name", w)
+			return nil, field.Errorf("With", "{With} %q is not a Debian package name", w)
 		}
 		if !slices.Contains(pkgs, name) {
 			pkgs = append(pkgs, name)
@@ -186,7 +188,7 @@ func Build(ctx context.Context, stage string, o BuildOptions) (*Manifest, error)
 		o.Suite = "bookworm"
 	}
 	if !debianName().MatchString(o.Suite) {
-		return nil, fmt.Errorf("--suite %q is not a Debian suite name", o.Suite)
+		return nil, field.Errorf("Suite", "{Suite} %q is not a Debian suite name", o.Suite)
 	}
 	pkgs, err := o.Packages()
 	if err != nil {
@@ -297,7 +299,7 @@ func runMmdebstrap(ctx context.Context, mm string, args, sources []string, stdou
 	// which re-read every source file at import.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "SOURCE_DATE_EPOCH=") })
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("mmdebstrap failed (%v); its output above says why (if it could not reach %s, pass --mirror)", err, mirrorOf(sources))
+		return field.Errorf("Mirror", "mmdebstrap failed (%v); its output above says why (if it could not reach %s, pass {Mirror})", err, mirrorOf(sources))
 	}
 	return nil
 }
@@ -541,7 +543,7 @@ func PrepareTarget(dir string, replace bool) error {
 	case err != nil:
 		return fmt.Errorf("%s: %w", dir, err)
 	case len(entries) > 0 && !replace:
-		return fmt.Errorf("%s already exists and is not empty; pass --replace to replace it, or choose another directory", dir)
+		return field.Errorf("Replace", "%s already exists and is not empty; pass {Replace} to replace it, or choose another directory", dir)
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
@@ -655,7 +657,7 @@ const (
 func Sources(suite, mirror string) ([]string, error) {
 	if mirror != "" {
 		if !strings.Contains(mirror, "://") || strings.ContainsAny(mirror, " \t\n") {
-			return nil, fmt.Errorf("--mirror %q: give a URL such as %s", mirror, debianMirror)
+			return nil, field.Errorf("Mirror", "{Mirror} %q: give a URL such as %s", mirror, debianMirror)
 		}
 		return []string{fmt.Sprintf("deb %s %s main", mirror, suite)}, nil
 	}

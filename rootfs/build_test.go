@@ -211,7 +211,7 @@ func TestPrepareAndInstall(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "usr")); err != nil {
 		t.Fatal(err)
 	}
-	if err := PrepareTarget(dir, false); err == nil || !strings.Contains(err.Error(), "--replace") {
+	if err := PrepareTarget(dir, false); err == nil || !strings.Contains(err.Error(), "pass Replace") {
 		t.Errorf("a non-empty target was accepted without --replace: %v", err)
 	}
 	if err := PrepareTarget(dir, true); err != nil {

@@ -68,9 +68,10 @@ type CheckOptions struct {
 	Owners []int
 	// Modules are imported besides StdlibModules (a build's extras).
 	Modules []string
-	// Run runs Python code with the root's interpreter inside the
-	// sandbox and returns its stdout; nil skips the run.
-	Run func(argv []string) (string, error)
+	// Run runs Python code (python -c code args...) with the root's
+	// interpreter inside the sandbox and returns its stdout; nil skips
+	// the run.
+	Run func(code string, args ...string) (string, error)
 }
 
 // Check inspects the root at dir and reports every finding; it never stops
@@ -200,7 +201,7 @@ type probeResult struct {
 // the imports and the bytecode.
 func probePython(r *Report, o CheckOptions) {
 	stdlib := strings.Join(StdlibModules, ",")
-	out, err := o.Run([]string{o.Python, "-c", probeCode, stdlib})
+	out, err := o.Run(probeCode, stdlib)
 	if err != nil {
 		r.add(Fail, "sandbox", "python does not run in the sandbox: %v", err)
 		return
@@ -237,7 +238,7 @@ func bytecode(r *Report, what string, p probeResult) {
 // PIL).
 func probeExtras(r *Report, o CheckOptions) {
 	extras := strings.Join(o.Modules, ",")
-	out, err := o.Run([]string{o.Python, "-c", probeCode, extras})
+	out, err := o.Run(probeCode, extras)
 	var p probeResult
 	if err == nil {
 		err = json.Unmarshal([]byte(strings.TrimSpace(out)), &p)

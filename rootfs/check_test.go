@@ -116,16 +116,19 @@ func TestCheckReachable(t *testing.T) {
 func TestCheckPythonProbe(t *testing.T) {
 	dir := goodRoot(t)
 	var argv []string
-	run := func(out string, err error) func([]string) (string, error) {
-		return func(a []string) (string, error) { argv = a; return out, err }
+	run := func(out string, err error) func(string, ...string) (string, error) {
+		return func(code string, args ...string) (string, error) {
+			argv = append([]string{"-c", code}, args...)
+			return out, err
+		}
 	}
 	r := Check(dir, CheckOptions{Python: "/usr/bin/python3", Owners: owners, Run: run(
 		`{"version": "3.11.2", "failed": {}, "missing_pyc": [], "stale_pyc": [], "modules": 90, "import_ms": 40}`, nil)})
 	if r.Failed() || r.Python != "3.11.2" {
 		t.Fatalf("%v %q", r.Findings, r.Python)
 	}
-	if argv[0] != "/usr/bin/python3" || argv[1] != "-c" || !strings.Contains(argv[3], "sqlite3") {
-		t.Errorf("probe argv %q", argv[:2])
+	if argv[0] != "-c" || !strings.Contains(argv[2], "sqlite3") {
+		t.Errorf("probe argv %q", argv[:1])
 	}
 	wantLevel(t, r, "bytecode", OK, "all 90")
 

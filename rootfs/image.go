@@ -21,6 +21,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/microbox/microbox/field"
 )
 
 // ImageInfo records where an imported root came from.
@@ -446,7 +448,7 @@ func (x *extractor) copy(w io.Writer, r io.Reader) error {
 	n, err := io.CopyN(w, r, x.budget.bytes-x.written+1)
 	x.written += n
 	if x.written > x.budget.bytes {
-		return fmt.Errorf("the image unpacks to more than %d bytes (--max-size); raise the limit if the image is trusted", x.budget.bytes)
+		return field.Errorf("MaxSize", "the image unpacks to more than %d bytes ({MaxSize}); raise the limit if the image is trusted", x.budget.bytes)
 	}
 	if err == io.EOF {
 		err = nil

@@ -287,7 +287,7 @@ func TestExtractBudget(t *testing.T) {
 		t.Fatalf("20 bytes within a 20-byte budget: %v", err)
 	}
 	_, err := extractTar(t.TempDir(), bytes.NewReader(archive), extractBudget{bytes: 19})
-	if err == nil || !strings.Contains(err.Error(), "--max-size") {
+	if err == nil || !strings.Contains(err.Error(), "(MaxSize)") {
 		t.Fatalf("20 bytes in a 19-byte budget: %v", err)
 	}
 	_, err = extractTar(t.TempDir(), bytes.NewReader(archive), extractBudget{entries: 1})
@@ -297,7 +297,7 @@ func TestExtractBudget(t *testing.T) {
 	// Import applies the budget to the image it unpacks.
 	tmp := reachableDir(t)
 	_, err = Import(context.Background(), testLayout(t, tmp), filepath.Join(tmp, "root"), ImportOptions{MaxSize: 16})
-	if err == nil || !strings.Contains(err.Error(), "--max-size") {
+	if err == nil || !strings.Contains(err.Error(), "(MaxSize)") {
 		t.Fatalf("an import over its budget: %v", err)
 	}
 }

@@ -30,6 +30,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/microbox/microbox/field"
 )
 
 // image is what Import needs of an image, whatever its format.
@@ -179,7 +181,7 @@ func layoutImage(dir, ref string, info *ImageInfo) (*image, error) {
 	case len(found) == 0:
 		return nil, fmt.Errorf("OCI layout %s has no image for linux/%s", dir, runtime.GOARCH)
 	case len(found) > 1:
-		return nil, fmt.Errorf("OCI layout %s holds several images (%s); pick one with --ref", dir, strings.Join(names, ", "))
+		return nil, field.Errorf("Ref", "OCI layout %s holds several images (%s); pick one with {Ref}", dir, strings.Join(names, ", "))
 	}
 	var m ociManifest
 	if err := readJSONBlob(dir, found[0].Digest, &m); err != nil {
@@ -294,7 +296,7 @@ func dockerArchiveImage(archive, ref string, info *ImageInfo) (*image, error) {
 	case len(matches) > 1 && ref != "":
 		return nil, fmt.Errorf("%s holds %d images tagged %q; this archive cannot be imported by tag, save the one image alone", archive, len(matches), ref)
 	case len(matches) > 1:
-		return nil, fmt.Errorf("%s holds %d images (%s); pick one with --ref", archive, len(ms), strings.Join(tags, ", "))
+		return nil, field.Errorf("Ref", "%s holds %d images (%s); pick one with {Ref}", archive, len(ms), strings.Join(tags, ", "))
 	}
 	m := matches[0]
 	config, err := readMember(archive, m.Config)

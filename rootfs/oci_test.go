@@ -175,7 +175,7 @@ func TestDockerArchiveRef(t *testing.T) {
 	if err := tarball.MultiRefWriteToFile(archive, refs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dockerArchiveImage(archive, "", &ImageInfo{}); err == nil || !strings.Contains(err.Error(), "--ref") {
+	if _, err := dockerArchiveImage(archive, "", &ImageInfo{}); err == nil || !strings.Contains(err.Error(), "with Ref") {
 		t.Errorf("two images without --ref: %v", err)
 	}
 	for _, ref := range []string{"python:3.12-slim", "docker.io/library/python:3.12-slim", "example.test/other:latest", "example.test/other"} {

@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/microbox/microbox/field"
 )
 
 // Kind says how an Entry gets into the new root.
@@ -160,7 +161,7 @@ func onlyOwnerWrites(root, path string) error {
 // not. It is the cheap check every run makes; `rootfs check` does more.
 func CheckPython(dir, python string) error {
 	if !filepath.IsAbs(python) {
-		return fmt.Errorf("--python %s: the interpreter path must be absolute", python)
+		return field.Errorf("Python", "{Python} %s: the interpreter path must be absolute", python)
 	}
 	if dir == "" {
 		return checkHostPython(python)
@@ -178,7 +179,7 @@ func CheckPython(dir, python string) error {
 		return fmt.Errorf("rootfs %s: resolve %s: %w", dir, python, err)
 	}
 	if err := isExecutable(resolved); err != nil {
-		return fmt.Errorf("rootfs %s has no usable python at %s (%v); build one with `microbox rootfs build` or pass --python", dir, python, err)
+		return field.Errorf("Python", "rootfs %s has no usable python at %s (%v); build one with `microbox rootfs build` or pass {Python}", dir, python, err)
 	}
 	return nil
 }
@@ -188,10 +189,10 @@ func CheckPython(dir, python string) error {
 func checkHostPython(python string) error {
 	resolved, err := filepath.EvalSymlinks(python)
 	if err != nil {
-		return fmt.Errorf("python %s not found on the host: install python3 (apt-get install python3) or pass --python", python)
+		return field.Errorf("Python", "python %s not found on the host: install python3 (apt-get install python3) or pass {Python}", python)
 	}
 	if !strings.HasPrefix(resolved, "/usr/") {
-		return fmt.Errorf("python %s resolves to %s, outside /usr, which is all the default root holds; use an interpreter under /usr or a --rootfs", python, resolved)
+		return field.Errorf("Python", "python %s resolves to %s, outside /usr, which is all the default root holds; use an interpreter under /usr or a {RootFS}", python, resolved)
 	}
 	if err := isExecutable(resolved); err != nil {
 		return fmt.Errorf("python %s: %v", python, err)

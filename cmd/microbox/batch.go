@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -132,22 +133,16 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// template is the spec every task starts from: the command line's limits,
-// files and environment, with the seccomp filter compiled once for the
-// whole batch.
-func (f *execFlags) template(c *cobra.Command) (*nsjail.Spec, error) {
-	s, err := f.base(c)
+// base is the options every task starts from: the command line's limits,
+// files and environment, prepared once for the whole batch (root chosen,
+// filter compiled, files read).
+func (f *execFlags) base(c *cobra.Command) (nsjail.Options, error) {
+	o, err := f.options(c)
 	if err != nil {
-		return nil, err
+		return o, err
 	}
-	if err := f.copyFiles(s); err != nil {
-		return nil, err
-	}
-	if err := f.finish(s); err != nil {
-		return nil, err
-	}
-	s.Capture = true
-	return s, nil
+	o.Capture = true
+	return o, flagError(o.Prepare())
 }
 
 func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
@@ -160,7 +155,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if f.inFlight < 1 {
 		return usagef("--max-pending %d: give at least 1", f.inFlight)
 	}
-	tmpl, err := f.template(c)
+	base, err := f.base(c)
 	if err != nil {
 		return err
 	}
@@ -177,7 +172,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	defer stop()
 	ctx, cancel := context.WithCancelCause(sigCtx)
 	defer cancel(nil)
-	p, err := newPool(ctx, tmpl, f.python, f.pool)
+	p, err := newPool(ctx, base, f.pool)
 	if err != nil {
 		return err
 	}
@@ -346,26 +341,27 @@ func (q *quantity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// duration reads q as a duration; a number is seconds.
-func (q *quantity) duration(field string) (time.Duration, error) {
+// duration reads q as the duration of Options' field name; a number is
+// seconds.
+func (q *quantity) duration(name string) (time.Duration, error) {
 	if q.number == nil {
-		return parseDuration(field, q.text)
+		return nsjail.ParseDuration(name, q.text)
 	}
 	n := *q.number
 	if n < 0 || math.IsInf(n, 0) || n*float64(time.Second) > math.MaxInt64 {
-		return 0, fmt.Errorf("%s %v: give a non-negative number of seconds", field, n)
+		return 0, field.Errorf(name, "{"+name+"} %v: give a non-negative number of seconds", n)
 	}
 	return time.Duration(n * float64(time.Second)), nil
 }
 
-// size reads q as a size; a number is bytes.
-func (q *quantity) size(field string) (int64, error) {
+// size reads q as the size of Options' field name; a number is bytes.
+func (q *quantity) size(name string) (int64, error) {
 	if q.number == nil {
-		return parseSize(field, q.text)
+		return nsjail.ParseSize(name, q.text)
 	}
 	n := *q.number
 	if n <= 0 || n != math.Trunc(n) || n > math.MaxInt64/2 {
-		return 0, fmt.Errorf("%s %v: give a positive whole number of bytes", field, n)
+		return 0, field.Errorf(name, "{"+name+"} %v: give a positive whole number of bytes", n)
 	}
 	return int64(n), nil
 }
@@ -399,123 +395,114 @@ func decodeTask(line []byte) (*task, json.RawMessage, error) {
 	return t, t.ID, nil
 }
 
-// taskSpec applies a task to a copy of the batch's template.
-func taskSpec(tmpl *nsjail.Spec, python string, t *task) (*nsjail.Spec, error) {
-	s := cloneSpec(tmpl)
-	if err := taskProgram(s, python, t); err != nil {
+// taskKeys are the fields of Options a task sets, by its JSON keys.
+var taskKeys = map[string]string{
+	"Code": "code", "File": "file", "Args": "args", "Files": "files", "Env": "env",
+	"Memory": "mem", "Timeout": "timeout", "CPUTime": "cpu_time", "CPUs": "cpus",
+	"Pids": "pids", "OutputLimit": "output_limit",
+}
+
+// fieldName spells a field of Options in a task's error: as the task's
+// key when the task set it, else as the batch's flag.
+func (t *task) fieldName(f string) string {
+	set := map[string]bool{
+		"Code": t.Code != nil, "File": t.File != nil, "Args": t.Args != nil, "Files": t.Files != nil,
+		"Env": t.Env != nil, "Memory": t.Mem != nil, "Timeout": t.Timeout != nil,
+		"CPUTime": t.CPUTime != nil, "CPUs": t.CPUs != nil, "Pids": t.Pids != nil,
+		"OutputLimit": t.OutputLimit != nil,
+	}
+	if key, ok := taskKeys[f]; ok && (set[f] || f == "Code" || f == "File") {
+		return `"` + key + `"`
+	}
+	return flagName(f)
+}
+
+// taskSpec applies a task to a copy of the batch's base options and
+// returns its run's Spec.
+func taskSpec(base nsjail.Options, t *task) (*nsjail.Spec, error) {
+	o := base
+	o.FieldNames = t.fieldName
+	o.Env = slices.Clone(base.Env)
+	o.Files = slices.Clone(base.Files)
+	o.Code, o.Args = t.Code, t.Args
+	if t.File != nil {
+		if *t.File == "" {
+			return nil, errors.New(`"file" is empty: give the path of an existing file`)
+		}
+		o.File = *t.File
+	}
+	if err := taskFiles(&o, t.Files); err != nil {
 		return nil, err
 	}
-	if err := taskFiles(s, t.Files); err != nil {
+	if err := taskEnv(&o, t.Env); err != nil {
 		return nil, err
 	}
-	if err := taskEnv(s, t.Env); err != nil {
-		return nil, err
-	}
-	if err := taskLimits(s, t); err != nil {
+	if err := taskLimits(&o, t); err != nil {
 		return nil, err
 	}
 	if t.Stdin != nil {
-		s.Stdin = strings.NewReader(*t.Stdin)
+		o.Stdin = strings.NewReader(*t.Stdin)
 	}
-	return s, nil
-}
-
-// cloneSpec copies what a task may change, so that tasks running at once
-// share only what no one writes (the seccomp filter, file contents).
-func cloneSpec(t *nsjail.Spec) *nsjail.Spec {
-	s := *t
-	s.Argv = nil
-	s.Env = slices.Clone(t.Env)
-	s.Files = slices.Clone(t.Files)
-	if t.Cgroup != nil {
-		cg := *t.Cgroup
-		s.Cgroup = &cg
-	}
-	return &s
-}
-
-func taskProgram(s *nsjail.Spec, python string, t *task) error {
-	switch {
-	case t.Code != nil && t.File != nil:
-		return errors.New(`give either "code" or "file", not both`)
-	case t.Code != nil:
-		setCode(s, python, *t.Code, t.Args)
-		return nil
-	case t.File != nil:
-		return setFile(processInvocation(), s, python, *t.File, t.Args)
-	}
-	return errors.New(`no program: give "code" or "file"`)
+	return o.Spec()
 }
 
 // taskFiles adds the task's files: a relative name is put in the working
 // directory, an absolute one where it says (under /tmp or the working
 // directory; the jail checks).
-func taskFiles(s *nsjail.Spec, files map[string]string) error {
+func taskFiles(o *nsjail.Options, files map[string]string) error {
 	for _, name := range sortedKeys(files) {
 		if name == "" {
 			return errors.New(`"files": a file name is empty`)
 		}
 		dst := name
 		if !path.IsAbs(name) {
-			dst = path.Join(s.Workdir, name)
+			dst = path.Join(o.Workdir, name)
 		}
-		s.Files = append(s.Files, nsjail.File{Path: dst, Data: []byte(files[name]), Mode: 0o644})
+		o.Files = append(o.Files, nsjail.File{Path: dst, Data: []byte(files[name]), Mode: 0o644})
 	}
 	return nil
 }
 
 // taskEnv adds the task's variables over the command line's environment.
-func taskEnv(s *nsjail.Spec, env map[string]string) error {
+func taskEnv(o *nsjail.Options, env map[string]string) error {
 	for _, k := range sortedKeys(env) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf(`"env": %q is not a variable name`, k)
 		}
-		s.Env = setEnv(s.Env, k, k+"="+env[k])
+		o.Env = append(o.Env, k+"="+env[k])
 	}
 	return nil
 }
 
-// taskLimits applies the task's limits; those that need a cgroup are
-// refused under --no-cgroup rather than dropped.
-func taskLimits(s *nsjail.Spec, t *task) error {
+// taskLimits applies the task's limits (Options refuses those that need
+// a cgroup when the batch runs without one).
+func taskLimits(o *nsjail.Options, t *task) error {
 	var err error
-	if t.Timeout != nil {
-		if s.Timeout, err = t.Timeout.duration(`"timeout"`); err != nil {
-			return err
+	for _, q := range []struct {
+		q    *quantity
+		name string
+		d    *time.Duration
+		n    *int64
+	}{
+		{t.Timeout, "Timeout", &o.Timeout, nil}, {t.CPUTime, "CPUTime", &o.CPUTime, nil},
+		{t.OutputLimit, "OutputLimit", nil, &o.OutputLimit}, {t.Mem, "Memory", nil, &o.Memory},
+	} {
+		switch {
+		case q.q == nil:
+		case q.d != nil:
+			*q.d, err = q.q.duration(q.name)
+		default:
+			*q.n, err = q.q.size(q.name)
 		}
-	}
-	if t.CPUTime != nil {
-		if s.CPUTime, err = t.CPUTime.duration(`"cpu_time"`); err != nil {
-			return err
-		}
-	}
-	if t.OutputLimit != nil {
-		if s.OutputLimit, err = t.OutputLimit.size(`"output_limit"`); err != nil {
-			return err
-		}
-	}
-	if t.Mem == nil && t.CPUs == nil && t.Pids == nil {
-		return nil
-	}
-	if s.Cgroup == nil {
-		return errors.New(`"mem", "cpus" and "pids" need a cgroup, and this batch runs with --no-cgroup`)
-	}
-	if t.Mem != nil {
-		if s.Cgroup.Limits.Memory, err = t.Mem.size(`"mem"`); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	if t.CPUs != nil {
-		if *t.CPUs <= 0 {
-			return fmt.Errorf(`"cpus" %v: give a positive number of cores`, *t.CPUs)
-		}
-		s.Cgroup.Limits.CPUs = *t.CPUs
+		o.CPUs = *t.CPUs
 	}
 	if t.Pids != nil {
-		if *t.Pids <= 0 {
-			return fmt.Errorf(`"pids" %d: give a positive process limit`, *t.Pids)
-		}
-		s.Cgroup.Limits.Pids = *t.Pids
+		o.Pids = *t.Pids
 	}
 	return nil
 }
@@ -562,20 +549,19 @@ type batchResult struct {
 
 // pool runs items on a fixed number of workers.
 type pool struct {
-	ctx    context.Context
-	tmpl   *nsjail.Spec
-	python string
-	jobs   int
-	cpus   []int // with --pin, worker i's runs go to cpus[i]
+	ctx  context.Context
+	base nsjail.Options // prepared
+	jobs int
+	cpus []int // with --pin, worker i's runs go to cpus[i]
 }
 
 // newPool prepares a pool; runs whose microbox died earlier leave cgroups
 // behind, which are removed once here, not before every run.
-func newPool(ctx context.Context, tmpl *nsjail.Spec, python string, pf poolFlags) (*pool, error) {
-	if tmpl.Cgroup != nil {
-		cgroup.GC(tmpl.Cgroup.Parent)
+func newPool(ctx context.Context, base nsjail.Options, pf poolFlags) (*pool, error) {
+	if !base.NoCgroup {
+		cgroup.GC(base.CgroupParent)
 	}
-	p := &pool{ctx: ctx, tmpl: tmpl, python: python, jobs: pf.jobs}
+	p := &pool{ctx: ctx, base: base, jobs: pf.jobs}
 	if pf.pin {
 		cpus, err := allowedCPUs()
 		if err != nil {
@@ -670,18 +656,21 @@ func (p *pool) runItem(it *item, sp *nsjail.Spawner) {
 	it.res = &batchResult{ID: id, Line: it.line}
 	var s *nsjail.Spec
 	if err == nil {
-		s, err = taskSpec(p.tmpl, p.python, t)
+		s, err = taskSpec(p.base, t)
 	}
 	if err != nil {
-		msg := err.Error()
-		it.res.Result = &result.Result{Status: result.StatusSandboxError, Error: &msg, Cgroup: "none"}
+		var name func(string) string // no task: no field to name
+		if t != nil {
+			name = t.fieldName
+		}
+		it.res.Result = result.SandboxError(field.Message(err, name))
 	} else if sp != nil {
 		it.res.Result = sp.Run(p.ctx, s)
 	} else {
 		it.res.Result = nsjail.Run(p.ctx, s)
 	}
 	if it.res.Seccomp == "" { // a spec refused before the jail was made
-		it.res.Seccomp = p.tmpl.SeccompMode
+		it.res.Seccomp = p.base.SeccompMode()
 	}
 }
 

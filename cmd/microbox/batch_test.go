@@ -391,8 +391,7 @@ func TestDecodeTask(t *testing.T) {
 	if err != nil || string(id) != `[1, "a"]` {
 		t.Fatalf("id %s err %v", id, err)
 	}
-	tmpl, python := testTemplate(t)
-	s, err := taskSpec(tmpl, python, tk)
+	s, err := taskSpec(testBase(t), tk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,16 +409,17 @@ func TestDecodeTask(t *testing.T) {
 
 // Tasks change copies: the template, shared by every run, stays as it was.
 func TestTaskSpecLeavesTemplateAlone(t *testing.T) {
-	tmpl, python := testTemplate(t)
+	base := testBase(t)
+	base.Env = []string{"A=1"}
 	code := "1"
 	tk := &task{Code: &code, Env: map[string]string{"PATH": "/x", "NEW": "1"}, Files: map[string]string{"a.txt": "a"},
-		Mem: &quantity{text: "32M"}}
-	if _, err := taskSpec(tmpl, python, tk); err != nil {
+		Mem: &quantity{text: "128M"}}
+	if _, err := taskSpec(base, tk); err != nil {
 		t.Fatal(err)
 	}
-	fresh, _ := testTemplate(t)
-	if strings.Join(tmpl.Env, ",") != strings.Join(fresh.Env, ",") || len(tmpl.Files) != 0 || tmpl.Cgroup.Limits.Memory != fresh.Cgroup.Limits.Memory {
-		t.Fatalf("template changed: env %v files %v mem %d", tmpl.Env, tmpl.Files, tmpl.Cgroup.Limits.Memory)
+	fresh := testBase(t)
+	if strings.Join(base.Env, ",") != "A=1" || len(base.Files) != 0 || base.Memory != fresh.Memory {
+		t.Fatalf("base changed: env %v files %v mem %d", base.Env, base.Files, base.Memory)
 	}
 }
 
@@ -459,24 +459,23 @@ func TestQuantity(t *testing.T) {
 	}
 }
 
-// testTemplate is the spec `microbox batch` builds from its default flags.
-func testTemplate(t testing.TB) (*nsjail.Spec, string) {
+// testBase is the options `microbox batch` builds from its default flags.
+func testBase(t testing.TB) nsjail.Options {
 	t.Helper()
 	c := &cobra.Command{}
 	var f execFlags
 	f.sandboxFlags(c)
-	tmpl, err := f.template(c)
+	base, err := f.base(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tmpl, f.python
+	return base
 }
 
 // BenchmarkPool runs print(1) through the batch pool in this process:
 // go test -run '^$' -bench Pool -cpuprofile cpu.out ./cmd/microbox
 func BenchmarkPool(b *testing.B) {
-	tmpl, python := testTemplate(b)
-	p, err := newPool(context.Background(), tmpl, python, poolFlags{jobs: 1})
+	p, err := newPool(context.Background(), testBase(b), poolFlags{jobs: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

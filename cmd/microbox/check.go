@@ -24,7 +24,6 @@ import (
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
-	"github.com/microbox/microbox/seccomp"
 )
 
 //go:embed pyguard/analyzer.py
@@ -135,47 +134,26 @@ func analyzerRules() string {
 	return string(b)
 }
 
-// analyzerSpec is the sandboxed run that analyzes code: the code on
+// analyzerOptions are the sandboxed run that analyzes code: the code on
 // stdin, the rules as the analyzer's argument.
-func analyzerSpec(base *nsjail.Spec, code []byte) (*nsjail.Spec, error) {
-	s, err := helperSpec(base, code, "-c", analyzerSource, analyzerRules())
-	if err != nil {
-		return nil, err
-	}
-	s.Timeout = riskTimeout
-	return s, nil
+func analyzerOptions(base nsjail.Options, code []byte) nsjail.Options {
+	return helperOptions(base, code, analyzerSource, analyzerRules())
 }
 
-// helperSpec is a sandboxed run of microbox's own Python code (the risk
-// analyzer, the guard's compilation) on behalf of a run of base: the same
-// root, interpreter, cgroup parent, limits and seccomp filter (so the code
+// helperOptions are a sandboxed run of microbox's own Python code (the
+// risk analyzer, the guard's compilation) on behalf of a run of base: the
+// same root, interpreter, cgroup, limits and seccomp filter (so the code
 // is handled by the Python that would run the program), input on stdin,
 // output captured, and the interpreter isolated from the environment (-I)
 // and from site (-S).
-func helperSpec(base *nsjail.Spec, stdin []byte, args ...string) (*nsjail.Spec, error) {
-	env, err := environment("/tmp", nil)
-	if err != nil {
-		return nil, err
-	}
-	s := &nsjail.Spec{
-		Argv:        append([]string{base.Argv[0], "-I", "-S"}, args...),
-		Env:         env,
-		Workdir:     "/tmp",
-		RootDir:     base.RootDir,
-		TmpfsSize:   base.TmpfsSize,
-		Hostname:    base.Hostname,
-		Stdin:       bytes.NewReader(stdin),
-		Capture:     true,
-		OutputLimit: 4 << 20,
-		Timeout:     riskTimeout,
-		Seccomp:     base.Seccomp,
-		SeccompMode: base.SeccompMode,
-	}
-	if base.Cgroup != nil {
-		cg := *base.Cgroup
-		s.Cgroup = &cg
-	}
-	return s, nil
+func helperOptions(base nsjail.Options, stdin []byte, code string, args ...string) nsjail.Options {
+	o := base
+	o.Code, o.File, o.Args, o.PythonFlags = &code, "", args, []string{"-I", "-S"}
+	o.Stdin, o.Stdout, o.Stderr, o.Capture = bytes.NewReader(stdin), nil, nil, true
+	o.OutputLimit, o.Timeout, o.CPUTime = 4<<20, riskTimeout, 0
+	o.Workdir, o.Env, o.HostFiles, o.Files = "/tmp", nil, nil, nil
+	o.Trace, o.Before = false, nil
+	return o
 }
 
 // analyzerOutput is what analyzer.py prints.
@@ -200,8 +178,9 @@ func (e *analysisError) Error() string { return e.msg }
 // analyzeRisk runs the analyzer on code in a sandbox shaped like base and
 // scores what it found. A sandbox that cannot start is a plain error; code
 // the analyzer cannot get through is an *analysisError.
-func analyzeRisk(ctx context.Context, base *nsjail.Spec, code []byte) (*RiskReport, error) {
-	s, err := analyzerSpec(base, code)
+func analyzeRisk(ctx context.Context, base nsjail.Options, code []byte) (*RiskReport, error) {
+	o := analyzerOptions(base, code)
+	s, err := o.Spec()
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +194,7 @@ func analyzeRisk(ctx context.Context, base *nsjail.Spec, code []byte) (*RiskRepo
 		if res.Limit != "" {
 			why += " (" + res.Limit + " limit)"
 		}
-		if tail := lastStderrLine(res.Stderr); tail != "" {
+		if tail := result.LastLine(res.Stderr); tail != "" {
 			why += ": " + tail
 		}
 		return nil, &analysisError{"the risk analyzer could not finish: " + why}
@@ -257,12 +236,6 @@ func rulePoints(rule, name string) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// lastStderrLine is the last non-empty line of s (a traceback's verdict).
-func lastStderrLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // programSource is the code a spec runs: the -c string, or the contents of
@@ -332,18 +305,18 @@ func runRiskCheck(f *riskCheckFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	base, err := f.spec()
+	base, err := f.options()
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	if cg := base.Cgroup; cg != nil {
-		cgroup.GC(cg.Parent)
+	if !base.NoCgroup {
+		cgroup.GC(base.CgroupParent)
 	}
 	rep, err := analyzeRisk(ctx, base, code)
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	if f.json {
 		printJSON(rep)
@@ -367,31 +340,22 @@ func (f *riskCheckFlags) source(c *cobra.Command, args []string) ([]byte, error)
 	if len(args) == 0 {
 		return nil, usagef("nothing to check: give a Python file or -c CODE (see microbox check --help)")
 	}
-	return readHostFile(processInvocation(), args[0])
+	data, err := nsjail.ReadHostFile(args[0], args[0])
+	return data, flagError(err)
 }
 
-// spec is the sandbox the analysis runs in: exec's defaults, a tighter
-// process limit, the precompiled default seccomp filter.
-func (f *riskCheckFlags) spec() (*nsjail.Spec, error) {
-	s := &nsjail.Spec{Argv: []string{f.python}, Hostname: "microbox", TmpfsSize: 16 << 20,
-		SeccompMode: string(seccomp.ModeDefault)}
+// options are the sandbox the analysis runs in: exec's defaults and
+// root, a tighter process limit and scratch area, the default filter.
+func (f *riskCheckFlags) options() (nsjail.Options, error) {
+	o := nsjail.Defaults()
+	o.FieldNames = flagName
+	o.RootFS, o.Python, o.TmpfsSize, o.Pids = f.rootfs, f.python, 16<<20, 16
+	o.NoCgroup, o.CgroupParent = f.noCgroup, f.cgroupParent
+	if f.noCgroup {
+		o.Memory, o.CPUs, o.Pids = 0, 0, 0
+	}
 	// The root exec would choose, so that the same parser judges the code.
-	dir, err := resolveRootfs(processInvocation(), f.rootfs, f.python)
-	if err != nil {
-		return nil, err
-	}
-	s.RootDir = dir
-	if !f.noCgroup {
-		s.Cgroup = &cgroup.Options{Limits: cgroup.Limits{Memory: 256 << 20, CPUs: 1, Pids: 16}, Parent: f.cgroupParent}
-	} else if f.cgroupParent != "" {
-		return nil, usagef("--cgroup-parent needs a cgroup and cannot be used with --no-cgroup")
-	}
-	prog, err := seccomp.Program(seccomp.ModeDefault, "")
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: %w", err)
-	}
-	s.Seccomp = prog
-	return s, nil
+	return o, flagError(o.Prepare())
 }
 
 // printRisk writes a report for people: the score and level, then one

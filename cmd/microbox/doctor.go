@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/rootfs"
@@ -75,11 +76,18 @@ status: 0 if such a run works, 1 if it would fail, 125 on bad flags.`,
 }
 
 func runDoctor(f *execFlags, c *cobra.Command, asJSON bool) error {
-	s, err := f.base(c)
+	o, err := f.options(c)
 	if err != nil {
 		return err
 	}
-	d := &doctor{flags: f, spec: s}
+	cg, err := o.Cgroup()
+	if err == nil {
+		err = o.Prepare()
+	}
+	if err != nil {
+		return flagError(err)
+	}
+	d := &doctor{opts: o, cgroup: cg}
 	d.run(c)
 	if asJSON {
 		printJSON(d.report)
@@ -94,8 +102,8 @@ func runDoctor(f *execFlags, c *cobra.Command, asJSON bool) error {
 
 // doctor gathers the report.
 type doctor struct {
-	flags  *execFlags
-	spec   *nsjail.Spec // the run to check, without its program yet
+	opts   nsjail.Options  // the run to check, without its program yet (prepared)
+	cgroup *cgroup.Options // its cgroup; nil for none
 	report doctorReport
 }
 
@@ -251,7 +259,7 @@ func doctorProbeUserNS() error {
 // checkCgroups reports the hierarchy, its controllers and features, and
 // whether this user may make run groups where runs would make them.
 func (d *doctor) checkCgroups() {
-	opts := d.spec.Cgroup
+	opts := d.cgroup
 	mode := cgroup.HostMode()
 	if opts == nil {
 		d.add("cgroup.mode", docOK, fmt.Sprintf("%s, not used (--no-cgroup: no memory, CPU or pids limits)", mode), "")
@@ -493,7 +501,7 @@ func (d *doctor) checkV1Swap(l cgroup.Limits) {
 // checkSeccomp reports whether the kernel filters system calls with the
 // actions microbox's filter uses.
 func (d *doctor) checkSeccomp() {
-	if d.spec.SeccompMode == "off" {
+	if d.opts.SeccompMode() == "off" {
 		d.add("seccomp", docOK, "not used (--seccomp off)", "")
 		return
 	}
@@ -551,16 +559,16 @@ func (d *doctor) checkFilesystems() {
 
 // checkPython checks the interpreter inside the root runs would use.
 func (d *doctor) checkPython() {
-	root := d.spec.RootDir
+	root := d.opts.RootDir()
 	where := "the default root (the host's /usr)"
 	if root != "" {
 		where = root
 	}
-	if err := rootfs.CheckPython(root, d.flags.python); err != nil {
-		d.add("python", docFail, err.Error(), "install python3 (apt-get install python3), or pass --python or --rootfs")
+	if err := rootfs.CheckPython(root, d.opts.Python); err != nil {
+		d.add("python", docFail, field.Message(err, flagName), "install python3 (apt-get install python3), or pass --python or --rootfs")
 		return
 	}
-	d.add("python", docOK, fmt.Sprintf("%s in %s", d.flags.python, where), "")
+	d.add("python", docOK, fmt.Sprintf("%s in %s", d.opts.Python, where), "")
 }
 
 // doctorCode is the end-to-end run's program.
@@ -580,15 +588,15 @@ func (d *doctor) checkRun(c *cobra.Command) {
 			strings.TrimSpace(res.Stdout), took.Round(time.Millisecond), res.SetupTimeMs, res.WallTimeMs, res.Cgroup, res.Seccomp), "")
 		return
 	}
-	d.add("run", docFail, "a run failed: "+doctorDescribe(res), "see the failed checks above")
-	if d.spec.Cgroup == nil {
+	d.add("run", docFail, "a run failed: "+res.Describe(), "see the failed checks above")
+	if d.cgroup == nil {
 		return
 	}
 	res, took, err = d.runOnce(c, true)
 	if err == nil && res.Status == result.StatusOK {
 		d.add("run.no-cgroup", docOK, fmt.Sprintf("with --no-cgroup the run works (%s), without memory, CPU and pids limits", took.Round(time.Millisecond)), "")
 	} else if err == nil {
-		d.add("run.no-cgroup", docFail, "even with --no-cgroup the run fails: "+doctorDescribe(res), "see the failed checks above")
+		d.add("run.no-cgroup", docFail, "even with --no-cgroup the run fails: "+res.Describe(), "see the failed checks above")
 	}
 }
 
@@ -596,35 +604,17 @@ func (d *doctor) checkRun(c *cobra.Command) {
 // (without a cgroup if noCgroup) and returns the result and the time
 // nsjail.Run took.
 func (d *doctor) runOnce(c *cobra.Command, noCgroup bool) (*result.Result, time.Duration, error) {
-	s, err := d.flags.base(c)
-	if err != nil {
-		return nil, 0, err
-	}
-	setCode(s, d.flags.python, doctorCode, nil)
-	if err := d.flags.finish(s); err != nil {
-		return nil, 0, err
-	}
-	s.Capture = true
+	o := d.opts
 	if noCgroup {
-		s.Cgroup, s.CPUTime = nil, 0
+		o = o.WithoutCgroup()
+	}
+	code := doctorCode
+	o.Code, o.Capture = &code, true
+	s, err := o.Spec()
+	if err != nil {
+		return nil, 0, flagError(err)
 	}
 	start := time.Now()
 	res := nsjail.Run(context.Background(), s)
 	return res, time.Since(start), nil
-}
-
-// describe says in one line how a run ended.
-func doctorDescribe(r *result.Result) string {
-	msg := string(r.Status)
-	if r.Error != nil {
-		msg += ": " + *r.Error
-	} else if r.Stderr != "" {
-		msg += ": " + doctorLastLine(r.Stderr)
-	}
-	return msg
-}
-
-func doctorLastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
 }

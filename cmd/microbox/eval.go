@@ -219,7 +219,7 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 	if err := checkAttempted(order, samples, f.allowIncomplete); err != nil {
 		return err
 	}
-	tmpl, err := f.template(c)
+	base, err := f.base(c)
 	if err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 
 	ctx, stop := interruptContext()
 	defer stop()
-	p, err := newPool(ctx, tmpl, f.python, f.pool)
+	p, err := newPool(ctx, base, f.pool)
 	if err != nil {
 		return err
 	}

@@ -1,25 +1,19 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
-	"github.com/microbox/microbox/seccomp"
 )
 
 // execFlags are `microbox exec`'s options as typed; parse turns them into
@@ -113,11 +107,11 @@ func (f *execFlags) sandboxFlags(c *cobra.Command) {
 // verdict's.
 func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	inv := f.caller()
-	spec, err := f.spec(c, args)
+	opts, spec, err := f.spec(c, args)
 	if err != nil {
 		return err
 	}
-	layers, err := f.layers.prepare(c, spec, args, inv)
+	layers, err := f.layers.prepare(c, opts, spec, args, inv)
 	if err != nil {
 		return err
 	}
@@ -205,232 +199,104 @@ func report(w io.Writer, r *result.Result, trace bool) {
 	}
 }
 
-// spec checks every flag and turns the command line into an nsjail.Spec.
-func (f *execFlags) spec(c *cobra.Command, args []string) (*nsjail.Spec, error) {
-	s, err := f.base(c)
+// spec turns the command line into the run's Spec: the flags into
+// Options (options), then Options into the Spec, whose errors name the
+// flags.
+func (f *execFlags) spec(c *cobra.Command, args []string) (nsjail.Options, *nsjail.Spec, error) {
+	o, err := f.options(c)
 	if err != nil {
-		return nil, err
-	}
-	if err := f.program(c, args, s); err != nil {
-		return nil, err
-	}
-	if err := f.finish(s); err != nil {
-		return nil, err
+		return o, nil, err
 	}
 	inv := f.caller()
-	if !f.json {
-		s.Stdout, s.Stderr = inv.stdout, inv.stderr
-	}
-	s.Stdin = stdin(inv)
-	s.Before = inv.moments // in the trace only with --trace
-	return s, nil
-}
-
-// base turns the flags that come before the program (limits, sizes, root)
-// into a spec without a program.
-func (f *execFlags) base(c *cobra.Command) (*nsjail.Spec, error) {
-	s := &nsjail.Spec{
-		Workdir:     f.workdir,
-		RootDir:     f.rootfs,
-		Hostname:    f.hostname,
-		Capture:     f.json,
-		Trace:       f.trace,
-		SeccompMode: f.seccompMode,
-	}
-	var err error
-	if s.Timeout, err = parseDuration("--timeout", f.timeout); err != nil {
-		return nil, err
-	}
-	if s.CPUTime, err = parseDuration("--cpu-time", f.cpuTime); err != nil {
-		return nil, err
-	}
-	if s.OutputLimit, err = parseSize("--output-limit", f.outputLimit); err != nil {
-		return nil, err
-	}
-	if s.TmpfsSize, err = parseSize("--tmpfs-size", f.tmpfsSize); err != nil {
-		return nil, err
-	}
-	if err := f.limits(c, s); err != nil {
-		return nil, err
-	}
-	if s.RootDir, err = resolveRootfs(f.caller(), f.rootfs, f.python); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// finish adds what comes after the program: the environment and the
-// compiled seccomp filter.
-func (f *execFlags) finish(s *nsjail.Spec) error {
-	var err error
-	if s.Env, err = environment(s.Workdir, f.env); err != nil {
-		return err
-	}
-	return f.seccomp(s)
-}
-
-// limits sets the cgroup options; with --no-cgroup, an explicitly
-// requested limit is refused rather than silently dropped.
-func (f *execFlags) limits(c *cobra.Command, s *nsjail.Spec) error {
-	if f.noCgroup {
-		for _, name := range []string{"mem", "cpus", "pids", "cpu-time", "cgroup-parent"} {
-			if c.Flags().Changed(name) {
-				return usagef("--%s needs a cgroup and cannot be used with --no-cgroup", name)
-			}
-		}
-		return nil
-	}
-	mem, err := parseSize("--mem", f.mem)
-	if err != nil {
-		return err
-	}
-	if f.cpus <= 0 {
-		return usagef("--cpus %v: give a positive number of cores, e.g. 1 or 0.5", f.cpus)
-	}
-	if f.pids <= 0 {
-		return usagef("--pids %d: give a positive process limit, e.g. 128", f.pids)
-	}
-	s.Cgroup = &cgroup.Options{
-		Limits: cgroup.Limits{Memory: mem, CPUs: f.cpus, Pids: f.pids},
-		Parent: f.cgroupParent,
-	}
-	return nil
-}
-
-// program reads the program and its files from the host and sets argv.
-func (f *execFlags) program(c *cobra.Command, args []string, s *nsjail.Spec) error {
 	if c.Flags().Changed("code") {
-		setCode(s, f.python, f.code, args)
+		o.Code = &f.code
+		o.Args = args
 	} else {
 		if len(args) == 0 {
-			return usagef("no program: give a Python file or -c CODE (see microbox exec --help)")
+			return o, nil, usagef("no program: give a Python file or -c CODE (see microbox exec --help)")
 		}
-		if err := setFile(f.caller(), s, f.python, args[0], args[1:]); err != nil {
-			return err
-		}
+		o.File, o.Args = args[0], args[1:]
 	}
-	return f.copyFiles(s)
-}
-
-// setCode makes the spec run code with `python -c`.
-func setCode(s *nsjail.Spec, python, code string, args []string) {
-	s.Argv = append([]string{python, "-c", code}, args...)
-}
-
-// setFile makes the spec run the host file name, copied into the working
-// directory.
-func setFile(inv *invocation, s *nsjail.Spec, python, name string, args []string) error {
-	data, err := readHostFile(inv, name)
-	if err != nil {
-		return err
+	if !f.json {
+		o.Stdout, o.Stderr = inv.stdout, inv.stderr
 	}
-	dst := path.Join(s.Workdir, sandboxName(name))
-	s.Files = append(s.Files, nsjail.File{Path: dst, Data: data, Mode: 0o644})
-	s.Argv = append([]string{python, dst}, args...)
-	return nil
+	o.Stdin = stdin(inv)
+	o.Before = inv.moments // in the trace only with --trace
+	s, err := o.Spec()
+	return o, s, flagError(err)
 }
 
-// copyFiles adds the --file host files to the spec.
-func (f *execFlags) copyFiles(s *nsjail.Spec) error {
+// options turns the sandbox flags (those of exec that batch, eval and
+// doctor share) into Options for the invocation's caller.
+func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
+	inv := f.caller()
+	o := nsjail.Defaults()
+	o.Dir, o.Getenv, o.FieldNames = inv.dir, inv.getenv, flagName
+	o.Capture, o.Trace = f.json, f.trace
+	o.Workdir, o.RootFS, o.Python, o.Hostname = f.workdir, f.rootfs, f.python, f.hostname
+	o.Seccomp, o.SeccompProfile = f.seccompMode, f.seccompFile
+	o.Env = f.env
 	for _, spec := range f.files {
-		host, dst, ok := strings.Cut(spec, ":")
-		if !ok {
-			dst = path.Join(s.Workdir, sandboxName(host))
+		host, dst, _ := strings.Cut(spec, ":")
+		o.HostFiles = append(o.HostFiles, nsjail.HostFile{Host: host, Path: dst})
+	}
+	var err error
+	if o.Timeout, err = nsjail.ParseDuration("Timeout", f.timeout); err != nil {
+		return o, flagError(err)
+	}
+	if o.CPUTime, err = nsjail.ParseDuration("CPUTime", f.cpuTime); err != nil {
+		return o, flagError(err)
+	}
+	if o.OutputLimit, err = nsjail.ParseSize("OutputLimit", f.outputLimit); err != nil {
+		return o, flagError(err)
+	}
+	if o.TmpfsSize, err = nsjail.ParseSize("TmpfsSize", f.tmpfsSize); err != nil {
+		return o, flagError(err)
+	}
+	o.NoCgroup, o.CgroupParent, o.CPUs, o.Pids = f.noCgroup, f.cgroupParent, f.cpus, f.pids
+	if f.noCgroup {
+		// Without a cgroup, the limits' defaults do not apply; one given
+		// on the command line is refused by Options.
+		if !c.Flags().Changed("mem") {
+			o.Memory = 0
 		}
-		data, err := readHostFile(f.caller(), host)
-		if err != nil {
-			return err
+		if !c.Flags().Changed("cpus") {
+			o.CPUs = 0
 		}
-		s.Files = append(s.Files, nsjail.File{Path: dst, Data: data, Mode: 0o644})
-	}
-	return nil
-}
-
-// sandboxName is the name a host file gets inside the sandbox.
-func sandboxName(host string) string {
-	name := filepath.Base(host)
-	if name == "." || name == "/" || name == ".." {
-		return "main.py"
-	}
-	return name
-}
-
-// readHostFile reads a file the caller names, with an error that says what
-// to do about it.
-func readHostFile(inv *invocation, name string) ([]byte, error) {
-	data, err := os.ReadFile(inv.path(name))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, usagef("%s: no such file; give the path of an existing file", name)
-	case errors.Is(err, fs.ErrPermission):
-		return nil, usagef("%s: permission denied; make it readable by the user running microbox", name)
-	case err != nil:
-		return nil, usagef("%s: %v", name, err)
-	}
-	return data, nil
-}
-
-// environment is the program's whole environment: a fixed minimal base
-// (nothing from microbox's own) plus the caller's --env entries.
-func environment(workdir string, extra []string) ([]string, error) {
-	base := []string{
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=/tmp",
-		"TMPDIR=/tmp",
-		"LANG=C.UTF-8",
-		"PYTHONDONTWRITEBYTECODE=1",
-		// Numeric libraries must not start a thread per host CPU.
-		"OMP_NUM_THREADS=1",
-		"OPENBLAS_NUM_THREADS=1",
-		"MKL_NUM_THREADS=1",
-	}
-	for _, e := range extra {
-		k, _, ok := strings.Cut(e, "=")
-		if !ok || k == "" {
-			return nil, usagef("--env %q: write KEY=VALUE", e)
-		}
-		base = setEnv(base, k, e)
-	}
-	return base, nil
-}
-
-func setEnv(env []string, key, entry string) []string {
-	for i, e := range env {
-		if strings.HasPrefix(e, key+"=") {
-			env[i] = entry
-			return env
+		if !c.Flags().Changed("pids") {
+			o.Pids = 0
 		}
 	}
-	return append(env, entry)
+	if !f.noCgroup || c.Flags().Changed("mem") {
+		if o.Memory, err = nsjail.ParseSize("Memory", f.mem); err != nil {
+			return o, flagError(err)
+		}
+	}
+	return o, nil
 }
 
-func (f *execFlags) seccomp(s *nsjail.Spec) error {
-	mode := f.seccompMode
-	if f.seccompFile != "" {
-		if mode != "default" && mode != string(seccomp.ModeProfile) {
-			return usagef("--seccomp-profile cannot be combined with --seccomp %s", mode)
-		}
-		mode = string(seccomp.ModeProfile)
+// flagNames are Options' fields as exec's flags (and rootfs's) call them.
+var flagNames = map[string]string{
+	"Memory": "--mem", "CPUs": "--cpus", "Pids": "--pids", "CPUTime": "--cpu-time",
+	"Timeout": "--timeout", "OutputLimit": "--output-limit", "TmpfsSize": "--tmpfs-size",
+	"Workdir": "--workdir", "HostFiles": "--file", "Env": "--env", "RootFS": "--rootfs",
+	"Python": "--python", "Hostname": "--hostname", "NoCgroup": "--no-cgroup",
+	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
+	"Code": "-c CODE", "File": "a Python file",
+	// rootfs build and import
+	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
+	"MaxSize": "--max-size", "Ref": "--ref",
+}
+
+func flagName(field string) string { return flagNames[field] }
+
+// flagError is err as bad input from the command line: its fields named
+// as the flags.
+func flagError(err error) error {
+	if err == nil {
+		return nil
 	}
-	m, err := seccomp.ParseMode(mode)
-	if err != nil {
-		return usagef("--seccomp: %v", err)
-	}
-	if m == seccomp.ModeProfile && f.seccompFile == "" {
-		return usagef("--seccomp profile needs --seccomp-profile FILE.json")
-	}
-	s.SeccompMode = string(m)
-	// The default filter is precompiled; log and profile modes compile here.
-	prog, err := seccomp.Program(m, f.caller().path(f.seccompFile))
-	var profileErr *seccomp.ProfileError
-	switch {
-	case errors.As(err, &profileErr):
-		return usagef("seccomp: %v", err)
-	case err != nil:
-		return fmt.Errorf("seccomp: %w", err)
-	}
-	s.Seccomp = prog
-	return nil
+	return usageError{field.Message(err, flagName)}
 }
 
 // stdin is what feeds the program: the caller's stdin, which nsjail copies
@@ -454,26 +320,4 @@ func stdin(inv *invocation) io.Reader {
 func isDevNull(fi os.FileInfo) bool {
 	null, err := os.Stat(os.DevNull)
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.SameFile(fi, null)
-}
-
-func parseDuration(flag, v string) (time.Duration, error) {
-	if n, err := strconv.ParseFloat(v, 64); err == nil && n == 0 {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, usagef("%s %q: give a duration such as 500ms, 5s or 2m", flag, v)
-	}
-	if d < 0 {
-		return 0, usagef("%s %q: a duration cannot be negative", flag, v)
-	}
-	return d, nil
-}
-
-func parseSize(flag, v string) (int64, error) {
-	n, err := units.RAMInBytes(v)
-	if err != nil || n <= 0 {
-		return 0, usagef("%s %q: give a positive size such as 256M, 1g, 512MiB or a number of bytes", flag, v)
-	}
-	return n, nil
 }

@@ -153,7 +153,7 @@ func (cfg *guardConfig) sitecustomize() []byte {
 // happens without a policy. The guard's bytecode comes from the cache
 // (guardcache.go) when the sandbox's Python has compiled it before; the
 // cache is under cacheDir, the caller's user cache directory ("" for none).
-func (g *guardFlags) apply(ctx context.Context, s *nsjail.Spec, cacheDir string) error {
+func (g *guardFlags) apply(ctx context.Context, base nsjail.Options, s *nsjail.Spec, cacheDir string) error {
 	if !g.on() {
 		return nil
 	}
@@ -165,7 +165,7 @@ func (g *guardFlags) apply(ctx context.Context, s *nsjail.Spec, cacheDir string)
 	s.RootFiles = append(s.RootFiles,
 		nsjail.File{Path: dir + "/sitecustomize.py", Data: cfg.sitecustomize(), Mode: 0o444},
 		nsjail.File{Path: dir + "/" + guardModuleName + ".py", Data: []byte(guardModule), Mode: 0o444})
-	if tag, pyc := guardBytecode(ctx, s, cacheDir); pyc != nil {
+	if tag, pyc := guardBytecode(ctx, base, s, cacheDir); pyc != nil {
 		s.RootFiles = append(s.RootFiles, nsjail.File{
 			Path: dir + "/__pycache__/" + guardModuleName + "." + tag + ".pyc", Data: pyc, Mode: 0o444})
 	}
@@ -175,7 +175,7 @@ func (g *guardFlags) apply(ctx context.Context, s *nsjail.Spec, cacheDir string)
 			pythonPath += ":" + v
 		}
 	}
-	s.Env = setEnv(s.Env, "PYTHONPATH", "PYTHONPATH="+pythonPath)
+	s.Env = nsjail.SetEnv(s.Env, "PYTHONPATH", "PYTHONPATH="+pythonPath)
 	return nil
 }
 
@@ -199,7 +199,7 @@ print((MAGIC_NUMBER + (1).to_bytes(4, "little") + source_hash(src) + marshal.dum
 // when there is nowhere safe to cache (then compiling in the sandbox each
 // time would cost more than it saves) or compilation fails: the run then
 // compiles the source.
-func guardBytecode(ctx context.Context, s *nsjail.Spec, cacheDir string) (string, []byte) {
+func guardBytecode(ctx context.Context, base nsjail.Options, s *nsjail.Spec, cacheDir string) (string, []byte) {
 	path, ok := guardCachePath(s, cacheDir)
 	if !ok {
 		return "", nil
@@ -210,7 +210,7 @@ func guardBytecode(ctx context.Context, s *nsjail.Spec, cacheDir string) (string
 	if err := privateDir(filepath.Dir(path)); err != nil {
 		return "", nil // compiled now, it could not be kept for next time
 	}
-	tag, pyc, err := compileGuard(ctx, s)
+	tag, pyc, err := compileGuard(ctx, base)
 	if err != nil {
 		return "", nil
 	}
@@ -315,9 +315,11 @@ func privateDir(dir string) error {
 	return nil
 }
 
-// compileGuard has the spec's Python compile the guard in a sandbox.
-func compileGuard(ctx context.Context, s *nsjail.Spec) (string, []byte, error) {
-	hs, err := helperSpec(s, []byte(guardModule), "-c", guardCompileScript)
+// compileGuard has the Python of base's runs compile the guard in a
+// sandbox.
+func compileGuard(ctx context.Context, base nsjail.Options) (string, []byte, error) {
+	o := helperOptions(base, []byte(guardModule), guardCompileScript)
+	hs, err := o.Spec()
 	if err != nil {
 		return "", nil, err
 	}

@@ -64,7 +64,7 @@ func TestGuardConfigIsPythonLiteral(t *testing.T) {
 // Without a policy the spec is untouched: no file, no mount, no variable.
 func TestGuardOffCostsNothing(t *testing.T) {
 	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3"}, Env: []string{"PATH=/usr/bin"}, Workdir: "/tmp"}
-	if err := (&guardFlags{}).apply(t.Context(), s, t.TempDir()); err != nil {
+	if err := (&guardFlags{}).apply(t.Context(), nsjail.Defaults(), s, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	if len(s.RootFiles) != 0 || len(s.Env) != 1 {
@@ -79,7 +79,7 @@ func TestGuardPythonPath(t *testing.T) {
 	notDir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notDir, nil, 0o600)
 	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3"}, Env: []string{"PYTHONPATH=/work/lib"}, Workdir: "/tmp"}
-	if err := (&guardFlags{deny: []string{"os"}}).apply(t.Context(), s, filepath.Join(notDir, "cache")); err != nil {
+	if err := (&guardFlags{deny: []string{"os"}}).apply(t.Context(), nsjail.Defaults(), s, filepath.Join(notDir, "cache")); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(s.Env, "PYTHONPATH="+nsjail.RootFilesDir+":/work/lib") {

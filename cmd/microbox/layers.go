@@ -55,17 +55,18 @@ type layers struct {
 	outW, errW *redactWriter
 	audit      *auditLog
 	inv        *invocation
+	opts       nsjail.Options // the run's, for the layers' own sandboxed helpers
 }
 
 // prepare checks the layers' flags and applies them to the spec: the
 // module policy's file and PYTHONPATH, redacting writers around streamed
 // output, the audit log opened. args are exec's arguments (the program's
 // file first, unless -c).
-func (l *layerFlags) prepare(c *cobra.Command, s *nsjail.Spec, args []string, inv *invocation) (*layers, error) {
-	ly := &layers{inv: inv, policy: auditPolicy{
+func (l *layerFlags) prepare(c *cobra.Command, o nsjail.Options, s *nsjail.Spec, args []string, inv *invocation) (*layers, error) {
+	ly := &layers{inv: inv, opts: o, policy: auditPolicy{
 		DenyModules: l.guard.deny, AllowModules: l.guard.allow, Guard: l.guard.guard,
 	}}
-	if err := l.guard.apply(context.Background(), s, inv.cacheDir()); err != nil {
+	if err := l.guard.apply(context.Background(), o, s, inv.cacheDir()); err != nil {
 		return nil, err
 	}
 	if c.Flags().Changed("max-risk") {
@@ -136,7 +137,7 @@ func (ly *layers) checkRisk(ctx context.Context, s *nsjail.Spec) (*layeredResult
 	if !ok {
 		return notRun(s, result.StatusSandboxError, "--max-risk: cannot find the program's source", nil), nil
 	}
-	rep, err := analyzeRisk(ctx, s, code)
+	rep, err := analyzeRisk(ctx, ly.opts, code)
 	var aerr *analysisError
 	switch {
 	case errors.As(err, &aerr):

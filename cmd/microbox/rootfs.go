@@ -79,8 +79,8 @@ is unpacked beside DIR, checked in the sandbox, and only then moved to DIR.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			var err error
-			if o.MaxSize, err = parseSize("--max-size", maxSize); err != nil {
-				return err
+			if o.MaxSize, err = nsjail.ParseSize("MaxSize", maxSize); err != nil {
+				return flagError(err)
 			}
 			return runImport(args[0], args[1], o, replace, python)
 		},
@@ -254,7 +254,9 @@ func checkRoot(dir, python string, modules []string) *rootfs.Report {
 		Python:  python,
 		Owners:  []int{0, os.Geteuid()},
 		Modules: modules,
-		Run:     func(argv []string) (string, error) { return sandboxRun(dir, argv) },
+		Run: func(code string, args ...string) (string, error) {
+			return sandboxRun(dir, python, code, args)
+		},
 	})
 	for _, f := range report.Findings {
 		fmt.Println(f)
@@ -262,78 +264,30 @@ func checkRoot(dir, python string, modules []string) *rootfs.Report {
 	return report
 }
 
-// sandboxRun runs argv in the sandbox on the root at dir, the way exec
-// does with its default flags (environment, seccomp filter, limits), and
-// returns its stdout. The root may be untrusted (an imported image), so
-// its Python runs confined like any program.
-func sandboxRun(dir string, argv []string) (string, error) {
-	env, err := environment("/tmp", nil)
-	if err != nil {
-		return "", err
-	}
-	s := &nsjail.Spec{
-		Argv: argv, Env: env, Workdir: "/tmp", RootDir: dir,
-		TmpfsSize: 64 << 20, Hostname: "microbox",
-		Capture: true, OutputLimit: 1 << 20,
-		// Generous: the first run reads a cold root from disk.
-		Timeout: time.Minute,
-	}
-	if err := (&execFlags{seccompMode: "default"}).seccomp(s); err != nil {
-		return "", err
-	}
-	// Without root, a cgroup needs delegation this command cannot assume;
-	// the jail's namespaces, seccomp filter and time limit still apply.
+// sandboxRun runs python -c code args in the sandbox on the root at dir,
+// the way exec does with its default flags (environment, seccomp filter,
+// limits), and returns its stdout. The root may be untrusted (an imported
+// image), so its Python runs confined like any program.
+func sandboxRun(dir, python, code string, args []string) (string, error) {
+	o := nsjail.Defaults()
+	o.RootFS, o.Python, o.Code, o.Args, o.Capture = dir, python, &code, args, true
+	o.Memory, o.FieldNames = 512<<20, flagName
+	o.Timeout = time.Minute // generous: the first run reads a cold root from disk
 	if os.Geteuid() == 0 {
-		s.Cgroup = &cgroup.Options{Limits: cgroup.Limits{Memory: 512 << 20, CPUs: 1, Pids: 128}}
 		cgroup.GC("")
+	} else {
+		// Without root, a cgroup needs delegation this command cannot
+		// assume; the jail's namespaces, seccomp filter and time limit
+		// still apply.
+		o = o.WithoutCgroup()
+	}
+	s, err := o.Spec()
+	if err != nil {
+		return "", flagError(err)
 	}
 	res := nsjail.Run(context.Background(), s)
 	if res.Status != result.StatusOK {
-		why := string(res.Status)
-		if res.Error != nil {
-			why += ": " + *res.Error
-		}
-		if e := strings.TrimSpace(res.Stderr); e != "" {
-			lines := strings.Split(e, "\n")
-			why += ": " + lines[len(lines)-1]
-		}
-		return "", errors.New(why)
+		return "", errors.New(res.Describe())
 	}
 	return res.Stdout, nil
-}
-
-// systemRootfs is rootfs.SystemDir; tests move it.
-var systemRootfs = rootfs.SystemDir
-
-// resolveRootfs picks exec's root: --rootfs, else $MICROBOX_ROOTFS, else
-// the system root if it exists, else "" (the host-derived root). A root
-// that is named is checked cheaply (the interpreter and the mount points
-// exist, the jail can reach it) and refused with the place it was named.
-func resolveRootfs(inv *invocation, flag, python string) (string, error) {
-	dir, origin := flag, "--rootfs"
-	if dir == "" {
-		dir, origin = inv.getenv(rootfs.EnvRootfs), "$"+rootfs.EnvRootfs
-	}
-	if dir == "" {
-		fi, err := os.Stat(systemRootfs)
-		if err != nil || !fi.IsDir() {
-			return "", nil
-		}
-		dir, origin = systemRootfs, "the system root "+systemRootfs
-	}
-	abs, err := filepath.Abs(inv.path(dir))
-	if err != nil {
-		return "", usagef("%s %s: %v", origin, dir, err)
-	}
-	err = rootfs.CheckPython(abs, python)
-	if err == nil {
-		err = rootfs.CheckReachable(abs)
-	}
-	if err != nil {
-		if origin == "--rootfs" {
-			return "", usagef("%v", err)
-		}
-		return "", usagef("%v (root chosen by %s; fix it, or pass --rootfs)", err, origin)
-	}
-	return abs, nil
 }

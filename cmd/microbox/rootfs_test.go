@@ -395,39 +395,6 @@ func TestRootfsExecRefusesBadRoot(t *testing.T) {
 	}
 }
 
-// The default chain of exec's --rootfs, in process.
-func TestResolveRootfs(t *testing.T) {
-	good := reachableTempDir(t)
-	for _, d := range []string{"proc", "dev", "tmp", "usr/bin"} {
-		os.MkdirAll(filepath.Join(good, d), 0o755)
-	}
-	os.WriteFile(filepath.Join(good, "usr/bin/python3"), []byte("#!x"), 0o755)
-	old := systemRootfs
-	defer func() { systemRootfs = old }()
-	systemRootfs = filepath.Join(t.TempDir(), "none")
-	t.Setenv(rootfs.EnvRootfs, "")
-	check := func(flag, want string) {
-		t.Helper()
-		got, err := resolveRootfs(processInvocation(), flag, "/usr/bin/python3")
-		if err != nil || got != want {
-			t.Errorf("resolveRootfs(%q) = %q, %v; want %q", flag, got, err, want)
-		}
-	}
-	check("", "") // nothing configured: the host-derived root
-	systemRootfs = good
-	check("", good) // the system root exists
-	other := reachableTempDir(t)
-	os.Symlink(good, filepath.Join(other, "r"))
-	t.Setenv(rootfs.EnvRootfs, filepath.Join(other, "r"))
-	check("", filepath.Join(other, "r")) // the environment wins over the system root
-	check(good, good)                    // the flag wins over both
-	systemRootfs = t.TempDir()           // exists, but holds no python
-	t.Setenv(rootfs.EnvRootfs, "")
-	if _, err := resolveRootfs(processInvocation(), "", "/usr/bin/python3"); err == nil || !strings.Contains(err.Error(), "the system root "+systemRootfs) {
-		t.Errorf("a broken system root: %v", err)
-	}
-}
-
 // An image made here from the built root plus a second layer with a
 // whiteout and an opaque directory, saved as `docker save` would, imports
 // into a root that runs Python.

@@ -1,0 +1,487 @@
+package nsjail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	units "github.com/docker/go-units"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/rootfs"
+	"github.com/microbox/microbox/seccomp"
+)
+
+// Options are a run as a caller states it, with Defaults for what it
+// leaves alone. Every way microbox runs a program (exec, batch, eval,
+// serve, check, doctor, the checks of rootfs) builds its Spec from Options,
+// so that the defaults, the environment, the root's choice and the checks
+// exist once. Errors name the field at fault (package field), for each
+// front end to spell as its own flag or key.
+type Options struct {
+	// The program: Code, run with `python -c`, or File, a host file
+	// copied into the working directory and run; Args follow it.
+	Code *string
+	File string
+	Args []string
+	// PythonFlags are the interpreter's own options, before the program
+	// (-I -S for microbox's helpers).
+	PythonFlags []string
+
+	// Stdin feeds the program (nil: /dev/null). Stdout and Stderr, when
+	// set, receive its output as it comes; Capture keeps a copy in the
+	// result.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Capture        bool
+
+	// HostFiles are host files copied into the sandbox; Files are written
+	// from memory after them.
+	HostFiles []HostFile
+	Files     []File
+	// Env adds KEY=VALUE entries to the program's fixed base environment
+	// (BaseEnv); a later entry for a key wins.
+	Env []string
+	// Dir is where relative host paths (File, HostFiles, RootFS,
+	// SeccompProfile) start; "" is this process's working directory.
+	Dir string
+	// Getenv reads the caller's environment ($MICROBOX_ROOTFS); nil is
+	// os.Getenv.
+	Getenv func(string) string
+
+	// Limits. With NoCgroup the run has no cgroup, and Memory, CPUs,
+	// Pids, CPUTime and CgroupParent must be zero.
+	Memory       int64   // bytes, swap off
+	CPUs         float64 // cores
+	Pids         int64   // processes and threads
+	CPUTime      time.Duration
+	NoCgroup     bool
+	CgroupParent string
+	Timeout      time.Duration // wall clock, from the program's start
+	OutputLimit  int64         // bytes, each of stdout and stderr
+	TmpfsSize    int64         // bytes, each scratch tmpfs
+
+	// The sandbox.
+	Workdir  string
+	RootFS   string // "": $MICROBOX_ROOTFS, else the system root if it exists, else the host's /usr
+	Python   string
+	Hostname string
+	// Seccomp is default, log, off or profile (with SeccompProfile, an
+	// OCI/Docker JSON file; naming the file alone implies profile).
+	Seccomp        string
+	SeccompProfile string
+
+	Trace  bool
+	Before []Moment // the caller's moments before the run, for the trace
+
+	// FieldNames spells these fields in run-time messages as the caller
+	// calls them (Spec.FieldNames).
+	FieldNames func(field string) string
+
+	prepared *prepared
+}
+
+// HostFile is a host file to copy into the sandbox: Host, read with the
+// caller's rights, to Path ("" : its base name in the working directory).
+type HostFile struct {
+	Host, Path string
+}
+
+// Defaults are exec's defaults, documented in the README.
+func Defaults() Options {
+	return Options{
+		Memory:      256 << 20,
+		CPUs:        1,
+		Pids:        128,
+		Timeout:     10 * time.Second,
+		OutputLimit: 1 << 20,
+		TmpfsSize:   64 << 20,
+		Workdir:     "/tmp",
+		Python:      "/usr/bin/python3",
+		Hostname:    "microbox",
+		Seccomp:     string(seccomp.ModeDefault),
+	}
+}
+
+// prepared is what runs of one set of options share, each part computed
+// once (Prepare) and again only when the fields it depends on change.
+type prepared struct {
+	root   preparedPart[string]
+	filter preparedPart[compiled]
+	files  preparedPart[[]File] // HostFiles, read
+}
+
+// preparedPart is a value and the fields it was computed from.
+type preparedPart[T any] struct {
+	key   string
+	value T
+	ok    bool
+}
+
+// get returns the part for key, computing it when the key has changed.
+func (p *preparedPart[T]) get(key string, compute func() (T, error)) (T, error) {
+	if p.ok && p.key == key {
+		return p.value, nil
+	}
+	v, err := compute()
+	if err != nil {
+		return v, err
+	}
+	p.key, p.value, p.ok = key, v, true
+	return v, nil
+}
+
+// compiled is a seccomp filter and its mode.
+type compiled struct {
+	mode   seccomp.Mode
+	filter []byte
+}
+
+// Prepare does what every run of these options shares: it chooses and
+// checks the root, compiles the filter and reads the host files. Spec
+// calls it; a caller that builds many runs from one base (batch) calls it
+// on the base, whose copies share the work unless they change the fields
+// it depends on.
+func (o *Options) Prepare() error {
+	// Copies of Options share what was prepared: a part is recomputed
+	// in a copy of its own, never in place.
+	var p prepared
+	if o.prepared != nil {
+		p = *o.prepared
+	}
+	defer func() { o.prepared = &p }()
+	key := func(parts ...string) string { return strings.Join(parts, "\x00") }
+	if _, err := p.root.get(key(o.RootFS, o.Python, o.Dir, o.getenv(rootfs.EnvRootfs)), o.rootDir); err != nil {
+		return err
+	}
+	if _, err := p.filter.get(key(o.Seccomp, o.SeccompProfile, o.Dir), o.filter); err != nil {
+		return err
+	}
+	files := []string{o.Workdir, o.Dir}
+	for _, hf := range o.HostFiles {
+		files = append(files, hf.Host, hf.Path)
+	}
+	_, err := p.files.get(key(files...), func() ([]File, error) {
+		var read []File
+		for _, hf := range o.HostFiles {
+			f, err := o.hostFile(hf)
+			if err != nil {
+				return nil, err
+			}
+			read = append(read, f)
+		}
+		return read, nil
+	})
+	return err
+}
+
+// SeccompMode is the filter mode of these options' runs, once prepared.
+func (o *Options) SeccompMode() string {
+	if o.prepared == nil {
+		return ""
+	}
+	return string(o.prepared.filter.value.mode)
+}
+
+// Spec checks the options and turns them into the Spec of one run.
+func (o *Options) Spec() (*Spec, error) {
+	s := &Spec{
+		Workdir:     o.Workdir,
+		Hostname:    o.Hostname,
+		TmpfsSize:   o.TmpfsSize,
+		Timeout:     o.Timeout,
+		CPUTime:     o.CPUTime,
+		OutputLimit: o.OutputLimit,
+		Stdin:       o.Stdin,
+		Stdout:      o.Stdout,
+		Stderr:      o.Stderr,
+		Capture:     o.Capture,
+		Trace:       o.Trace,
+		Before:      o.Before,
+		FieldNames:  o.FieldNames,
+	}
+	var err error
+	if s.Cgroup, err = o.Cgroup(); err != nil {
+		return nil, err
+	}
+	if err := o.Prepare(); err != nil {
+		return nil, err
+	}
+	s.RootDir = o.prepared.root.value
+	if err := o.program(s); err != nil {
+		return nil, err
+	}
+	s.Files = append(s.Files, o.prepared.files.value...)
+	s.Files = append(s.Files, o.Files...)
+	if s.Env, err = BaseEnv(o.Env); err != nil {
+		return nil, err
+	}
+	s.SeccompMode, s.Seccomp = string(o.prepared.filter.value.mode), o.prepared.filter.value.filter
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// RootDir is the root these options' runs get once prepared: a prepared
+// root's absolute path, or "" for the host-derived one.
+func (o *Options) RootDir() string {
+	if o.prepared == nil {
+		return ""
+	}
+	return o.prepared.root.value
+}
+
+// WithoutCgroup is o with no cgroup: NoCgroup set, and the limits that
+// need one cleared.
+func (o Options) WithoutCgroup() Options {
+	o.NoCgroup = true
+	o.Memory, o.CPUs, o.Pids, o.CPUTime, o.CgroupParent = 0, 0, 0, 0, ""
+	return o
+}
+
+// Cgroup checks the limits and says which cgroup the run gets (nil:
+// none); with NoCgroup, a limit that was asked for is refused rather than
+// dropped.
+func (o *Options) Cgroup() (*cgroup.Options, error) {
+	if o.NoCgroup {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"Memory", o.Memory != 0}, {"CPUs", o.CPUs != 0}, {"Pids", o.Pids != 0},
+			{"CPUTime", o.CPUTime != 0}, {"CgroupParent", o.CgroupParent != ""}} {
+			if f.set {
+				return nil, field.Errorf(f.name, "{"+f.name+"} needs a cgroup and cannot be used with {NoCgroup}")
+			}
+		}
+		return nil, nil
+	}
+	if o.Memory <= 0 {
+		return nil, field.Errorf("Memory", "{Memory} %d: give a positive size such as 256M", o.Memory)
+	}
+	if o.CPUs <= 0 {
+		return nil, field.Errorf("CPUs", "{CPUs} %v: give a positive number of cores, e.g. 1 or 0.5", o.CPUs)
+	}
+	if o.Pids < MinPids {
+		return nil, field.Errorf("Pids", "{Pids} %d: give a process limit of at least %d (the jail's init and the program), e.g. 128", o.Pids, MinPids)
+	}
+	return &cgroup.Options{
+		Limits: cgroup.Limits{Memory: o.Memory, CPUs: o.CPUs, Pids: o.Pids},
+		Parent: o.CgroupParent,
+	}, nil
+}
+
+// MinPids is the smallest process limit a run can start with: the jail's
+// init and the program.
+const MinPids = 2
+
+// program sets argv, and for a file copies it into the working directory.
+func (o *Options) program(s *Spec) error {
+	switch {
+	case o.Code != nil && o.File != "":
+		return field.Errorf("Code", "give either {Code} or {File}, not both")
+	case o.Code != nil:
+		s.Argv = append(o.argv0(), "-c", *o.Code)
+		s.Argv = append(s.Argv, o.Args...)
+		return nil
+	case o.File == "":
+		return field.Errorf("Code", "no program: give {Code} or {File}")
+	}
+	f, err := o.hostFile(HostFile{Host: o.File})
+	if err != nil {
+		return err
+	}
+	s.Files = append(s.Files, f)
+	s.Argv = append(append(o.argv0(), f.Path), o.Args...)
+	return nil
+}
+
+// argv0 is the interpreter and its options.
+func (o *Options) argv0() []string {
+	return append([]string{o.Python}, o.PythonFlags...)
+}
+
+// hostFile reads a host file for the sandbox.
+func (o *Options) hostFile(hf HostFile) (File, error) {
+	dst := hf.Path
+	if dst == "" {
+		dst = path.Join(o.Workdir, sandboxName(hf.Host))
+	}
+	data, err := ReadHostFile(o.hostPath(hf.Host), hf.Host)
+	return File{Path: dst, Data: data, Mode: 0o644}, err
+}
+
+// ReadHostFile reads the host file at path, which the caller calls name,
+// with an error that says what to do about it.
+func ReadHostFile(path, name string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, field.Errorf("HostFiles", "%s: no such file; give the path of an existing file", name)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, field.Errorf("HostFiles", "%s: permission denied; make it readable by the user running microbox", name)
+	case err != nil:
+		return nil, field.Errorf("HostFiles", "%s: %v", name, err)
+	}
+	return data, nil
+}
+
+// sandboxName is the name a host file gets inside the sandbox.
+func sandboxName(host string) string {
+	name := filepath.Base(host)
+	if name == "." || name == "/" || name == ".." {
+		return "main.py"
+	}
+	return name
+}
+
+// hostPath is name as the caller means it: relative names start in Dir.
+// It is not cleaned, so that ".." after a symbolic link resolves as the
+// caller's own open would.
+func (o *Options) hostPath(name string) string {
+	if o.Dir == "" || name == "" || strings.HasPrefix(name, "/") {
+		return name
+	}
+	return o.Dir + "/" + name
+}
+
+func (o *Options) getenv(key string) string {
+	if o.Getenv == nil {
+		return os.Getenv(key)
+	}
+	return o.Getenv(key)
+}
+
+// systemRoot is rootfs.SystemDir; tests move it.
+var systemRoot = rootfs.SystemDir
+
+// rootDir picks the root: RootFS, else $MICROBOX_ROOTFS, else the system
+// root if it exists, else "" (the host-derived root). A root that is
+// named is checked cheaply (the interpreter and the mount points exist,
+// the jail can reach it) and refused with the place it was named.
+func (o *Options) rootDir() (string, error) {
+	dir, origin := o.RootFS, "{RootFS}"
+	if dir == "" {
+		dir, origin = o.getenv(rootfs.EnvRootfs), "$"+rootfs.EnvRootfs
+	}
+	if dir == "" {
+		fi, err := os.Stat(systemRoot)
+		if err != nil || !fi.IsDir() {
+			return "", rootfs.CheckPython("", o.Python)
+		}
+		dir, origin = systemRoot, "the system root "+systemRoot
+	}
+	abs, err := filepath.Abs(o.hostPath(dir))
+	if err != nil {
+		return "", field.Errorf("RootFS", origin+" %s: %v", dir, err)
+	}
+	err = rootfs.CheckPython(abs, o.Python)
+	if err == nil {
+		err = rootfs.CheckReachable(abs)
+	}
+	switch {
+	case err == nil:
+		return abs, nil
+	case origin == "{RootFS}":
+		return "", err
+	}
+	return "", field.Errorf("RootFS", "%v (root chosen by %s; fix it, or pass {RootFS})", err, origin)
+}
+
+// filter checks the seccomp settings and compiles the filter (the
+// default one is precompiled).
+func (o *Options) filter() (compiled, error) {
+	mode := o.Seccomp
+	if o.SeccompProfile != "" {
+		if mode != string(seccomp.ModeDefault) && mode != string(seccomp.ModeProfile) {
+			return compiled{}, field.Errorf("SeccompProfile", "{SeccompProfile} cannot be combined with {Seccomp} %s", mode)
+		}
+		mode = string(seccomp.ModeProfile)
+	}
+	m, err := seccomp.ParseMode(mode)
+	if err != nil {
+		return compiled{}, field.Errorf("Seccomp", "{Seccomp}: %v", err)
+	}
+	if m == seccomp.ModeProfile && o.SeccompProfile == "" {
+		return compiled{}, field.Errorf("SeccompProfile", "{Seccomp} profile needs {SeccompProfile} FILE.json")
+	}
+	prog, err := seccomp.Program(m, o.hostPath(o.SeccompProfile))
+	var profileErr *seccomp.ProfileError
+	switch {
+	case errors.As(err, &profileErr):
+		return compiled{}, field.Errorf("SeccompProfile", "seccomp: %v", err)
+	case err != nil:
+		return compiled{}, fmt.Errorf("seccomp: %w", err)
+	}
+	return compiled{m, prog}, nil
+}
+
+// BaseEnv is a program's whole environment: a fixed minimal base
+// (nothing from microbox's own) with the KEY=VALUE entries of extra over
+// it.
+func BaseEnv(extra []string) ([]string, error) {
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=/tmp",
+		"TMPDIR=/tmp",
+		"LANG=C.UTF-8",
+		"PYTHONDONTWRITEBYTECODE=1",
+		// Numeric libraries must not start a thread per host CPU.
+		"OMP_NUM_THREADS=1",
+		"OPENBLAS_NUM_THREADS=1",
+		"MKL_NUM_THREADS=1",
+	}
+	for _, e := range extra {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.IndexByte(e, 0) >= 0 {
+			return nil, field.Errorf("Env", "{Env} %q: write KEY=VALUE", e)
+		}
+		env = SetEnv(env, k, e)
+	}
+	return env, nil
+}
+
+// SetEnv sets entry (KEY=VALUE) for key in env, replacing an earlier one.
+func SetEnv(env []string, key, entry string) []string {
+	for i, e := range env {
+		if strings.HasPrefix(e, key+"=") {
+			env[i] = entry
+			return env
+		}
+	}
+	return append(env, entry)
+}
+
+// ParseSize reads a size in Docker's forms (256M, 1g, 512MiB, bytes) for
+// the named field.
+func ParseSize(name, v string) (int64, error) {
+	n, err := units.RAMInBytes(v)
+	if err != nil || n <= 0 {
+		return 0, field.Errorf(name, "{"+name+"} %q: give a positive size such as 256M, 1g, 512MiB or a number of bytes", v)
+	}
+	return n, nil
+}
+
+// ParseDuration reads a duration in Go's forms (500ms, 5s, 2m; 0 is
+// none) for the named field.
+func ParseDuration(name, v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n == 0 {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, field.Errorf(name, "{"+name+"} %q: give a duration such as 500ms, 5s or 2m", v)
+	}
+	if d < 0 {
+		return 0, field.Errorf(name, "{"+name+"} %q: a duration cannot be negative", v)
+	}
+	return d, nil
+}
