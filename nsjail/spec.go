@@ -1,13 +1,23 @@
 // Package nsjail runs one program in a fresh set of Linux namespaces and
-// returns a verdict on how it ended.
+// returns a verdict on how it ended (package result).
 //
-// The parent side (run.go) re-execs this binary with new user, pid, mount,
-// network, ipc, uts and cgroup namespaces, places it in the run's cgroup,
-// hands it a plan (plan.go), enforces the wall and CPU time limits and the
-// output caps, and judges the outcome (result.go). The child side (init.c)
-// executes the plan before the Go runtime starts: it builds a read-only root,
-// pivots into it, drops every privilege, loads the seccomp filter and execs
-// the program.
+// A run's steps, in the order they happen, one concern per file:
+//
+//	options.go   Options, a run as a caller states it, become a Spec
+//	spec.go      the Spec and its validation
+//	run.go       Run: from a Spec to the verdict
+//	supervise.go the supervisor: the run's cgroup, PID 1, the plan, the
+//	             limits, the kill and the teardown
+//	spawner.go   the spawner, which clones each jail's PID 1
+//	plan.go      the plan: the steps PID 1 carries out, as data
+//	init.c       the child side, in C before Go's runtime: the spawner
+//	             and PID 1, which builds the root, pivots into it, drops
+//	             every privilege, loads the filter and execs the program
+//	ids.go       how the jail's user ids map to the host's
+//	pipes.go     the descriptors between the supervisor and PID 1
+//	output.go    stdout and stderr, drained and capped
+//	verdict.go   the verdict, from what PID 1 and the cgroup reported
+//	jail.go      jails started ahead of their runs (microbox serve)
 package nsjail
 
 import (

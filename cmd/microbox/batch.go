@@ -15,13 +15,11 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +27,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -168,7 +167,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	sigCtx, stop := interruptContext()
+	sigCtx, stop := interrupt.Context(context.Background())
 	defer stop()
 	ctx, cancel := context.WithCancelCause(sigCtx)
 	defer cancel(nil)
@@ -185,7 +184,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if sig := interruptedBy(ctx); sig != 0 {
+	if sig := interrupt.Cause(ctx); sig != 0 {
 		os.Exit(128 + int(sig))
 	}
 	return nil
@@ -264,42 +263,6 @@ func createOutput(name string) (io.WriteCloser, error) {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
-
-// interruptContext is cancelled by SIGINT, SIGTERM or SIGHUP, with the
-// signal as its cause (which nsjail puts into interrupted runs' errors).
-// It also catches SIGPIPE, so that a reader that goes away makes writes
-// fail with EPIPE, which is handled, instead of killing microbox before it
-// has cleaned up. Caught signals are reset in the jails by execve.
-func interruptContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	go func() {
-		for s := range sigs {
-			if s != syscall.SIGPIPE {
-				cancel(signalCause{s.(syscall.Signal)})
-			}
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(sigs)
-		cancel(nil)
-	}
-}
-
-// signalCause is the cause of a batch's context when a signal stopped it.
-type signalCause struct{ sig syscall.Signal }
-
-func (s signalCause) Error() string { return unix.SignalName(s.sig) }
-
-// interruptedBy is the signal that stopped the batch, or 0.
-func interruptedBy(ctx context.Context) syscall.Signal {
-	var sc signalCause
-	if errors.As(context.Cause(ctx), &sc) {
-		return sc.sig
-	}
-	return 0
-}
 
 // ---------------------------------------------------------------------------
 // Tasks.

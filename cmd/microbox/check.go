@@ -13,15 +13,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -309,7 +308,7 @@ func runRiskCheck(f *riskCheckFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	if !base.NoCgroup {
 		cgroup.GC(base.CgroupParent)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/microbox/microbox/internal/interrupt"
 )
 
 // catchChildEnv, set, makes the test binary TestCatchInterrupts's child:
@@ -39,12 +41,12 @@ func TestCatchInterrupts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("SIGHUP did not cancel the context")
 	}
-	if sig := interruptedBy(ctx); sig != syscall.SIGHUP {
+	if sig := interrupt.Cause(ctx); sig != syscall.SIGHUP {
 		t.Errorf("cause %v, want SIGHUP", context.Cause(ctx))
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	time.Sleep(50 * time.Millisecond) // delivered and drained, or this process is gone
-	if sig := interruptedBy(ctx); sig != syscall.SIGHUP {
+	if sig := interrupt.Cause(ctx); sig != syscall.SIGHUP {
 		t.Errorf("cause %v after a second signal, want the first (SIGHUP)", context.Cause(ctx))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/result"
 	"github.com/spf13/cobra"
 )
@@ -234,7 +235,7 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 	}
 	defer out.abort()
 
-	ctx, stop := interruptContext()
+	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	p, err := newPool(ctx, base, f.pool)
 	if err != nil {
@@ -243,7 +244,7 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 	bar := newProgress(f.pool.showProgress(false), int64(len(samples)), "samples", []string{"passed", "failed", "timed out"})
 	verdicts := judgeAll(ctx, p, problems, samples, f.guard, bar)
 	bar.finish(ctx.Err() != nil)
-	if sig := interruptedBy(ctx); sig != 0 {
+	if sig := interrupt.Cause(ctx); sig != 0 {
 		fmt.Fprintln(os.Stderr, "microbox: interrupted; no results written")
 		os.Exit(128 + int(sig))
 	}

@@ -11,12 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -95,7 +94,8 @@ func (inv *invocation) context() (context.Context, context.CancelFunc) {
 	if ctx, stop, err := catchInterrupts(); err == nil {
 		return ctx, stop
 	}
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := interrupt.Context(context.Background())
+	return ctx, stop
 }
 
 // runSpec runs one sandboxed program for the invocation. A server's

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/rootfs"
@@ -134,12 +133,6 @@ func absDir(arg string) (string, error) {
 	return dir, nil
 }
 
-// interruptible is a context that ends on Ctrl-C or SIGTERM, so an
-// interrupted build stops mmdebstrap and removes its stage.
-func interruptible() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-}
-
 // buildSteps prints the steps of a long command on stderr with their times.
 type buildSteps struct {
 	n, of int
@@ -175,7 +168,7 @@ func runBuild(arg string, o rootfs.BuildOptions, replace bool) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	ctx, stop := interruptible()
+	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	stage := rootfs.StagePath(dir)
 	o.Log = os.Stderr
@@ -202,7 +195,7 @@ func runImport(image, arg string, o rootfs.ImportOptions, replace bool, python s
 	if err := rootfs.PrepareTarget(dir, replace); err != nil {
 		return usagef("%v", err)
 	}
-	ctx, stop := interruptible()
+	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	stage := rootfs.StagePath(dir)
 	o.Log = os.Stderr

@@ -1,0 +1,98 @@
+package nsjail
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// pipes are the descriptors between supervisor and PID 1: ours, in Go's
+// poller, and PID 1's, plain descriptors that only pass through to the
+// spawner (an os.File would register each with the poller and take it out
+// again, system calls for nothing).
+type pipes struct {
+	inW, outR, errR *os.File // the program's stdin, stdout and stderr
+	planW           *os.File // the plan, to PID 1's fd 3
+	statusR         *os.File // status lines, from PID 1's fd 4
+	syncW           *os.File // go, to PID 1's fd 5; kept open until the teardown
+	jail            [6]int   // PID 1's ends, its fds 0 to 5 in order; -1 once closed
+}
+
+func newPipes() (*pipes, error) {
+	p := &pipes{jail: [6]int{-1, -1, -1, -1, -1, -1}}
+	ours := [6]**os.File{&p.inW, &p.outR, &p.errR, &p.planW, &p.statusR, &p.syncW}
+	jailReads := [6]bool{true, false, false, true, false, true}
+	for i := range p.jail {
+		var fds [2]int
+		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			p.closeAll()
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		mine, theirs := fds[0], fds[1]
+		if jailReads[i] {
+			mine, theirs = fds[1], fds[0]
+		}
+		p.jail[i] = theirs
+		// Only our end is non-blocking: the flag belongs to the pipe's
+		// end, and PID 1 reads and writes its own blocking.
+		if _, err := unix.FcntlInt(uintptr(mine), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
+			unix.Close(mine)
+			p.closeAll()
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		*ours[i] = os.NewFile(uintptr(mine), "pipe")
+	}
+	return p, nil
+}
+
+// closeChildEnds closes the parent's copies of PID 1's ends, so that
+// EOF on each pipe means the jail has let go of it.
+func (p *pipes) closeChildEnds() {
+	for i, fd := range p.jail {
+		if fd >= 0 {
+			unix.Close(fd)
+			p.jail[i] = -1
+		}
+	}
+}
+
+func (p *pipes) closeAll() {
+	if p == nil {
+		return
+	}
+	p.closeChildEnds()
+	for _, f := range []*os.File{p.inW, p.outR, p.errR, p.planW, p.statusR, p.syncW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// readEvents parses the init's status lines until the pipe closes.
+func readEvents(r *os.File) <-chan event {
+	ch := make(chan event, 16)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			kind, rest, _ := strings.Cut(sc.Text(), " ")
+			args := strings.Fields(rest)
+			if kind == "error" {
+				args = []string{rest}
+			}
+			ch <- event{kind: kind, args: args}
+		}
+	}()
+	return ch
+}
+
+func writeAll(f *os.File, b []byte) error {
+	_, err := f.Write(b)
+	if err != nil {
+		return fmt.Errorf("send plan to the jail: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,449 @@
+package nsjail
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/result"
+	"golang.org/x/sys/unix"
+)
+
+// supervisor is the parent side of one run.
+type supervisor struct {
+	spec   *Spec
+	trace  bool
+	cg     cgroup.Run
+	pid    int // the jail's PID 1, our child; 0 until it is spawned
+	sp     *Spawner
+	pipes  *pipes
+	events <-chan event
+	began  int64 // monotonic ns when the run was asked for
+
+	// What the init reported.
+	setupErr  string
+	started   int64 // monotonic ns of the program's execve; 0 until then
+	exited    int64
+	status    unix.WaitStatus
+	gotExit   bool
+	cpuUsec   int64
+	maxRSSKiB int64
+	phases    []result.Phase
+
+	killedFor string // the limit the supervisor enforced, if any
+	oomKilled bool
+
+	reaped  bool // PID 1 has been waited for
+	waitErr error
+}
+
+// event is one status line from the init, or the end of them.
+type event struct {
+	kind string
+	args []string
+}
+
+// start creates the run's cgroup, has PID 1 cloned into its namespaces
+// and the cgroup (on v1 it moves PID 1 in before PID 1 may go on), says go
+// and sends the plan's first part.
+func (sv *supervisor) start(sp *Spawner, sh Shape) error {
+	if sh.cgroup != nil {
+		cg, err := cgroup.New(*sh.cgroup)
+		if err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+		sv.cg = cg
+		sv.mark("cgroup-created")
+	}
+	p, err := newPipes()
+	if err != nil {
+		return err
+	}
+	sv.pipes = p
+	sv.mark("pipes")
+	if err := sv.spawn(sp); err != nil {
+		return err
+	}
+	p.closeChildEnds()
+	sv.mark("cloned")
+	sv.events = readEvents(p.statusR)
+	if sv.cg != nil && sv.cg.CloneFD() < 0 {
+		if err := sv.cg.Enter(sv.pid); err != nil {
+			return fmt.Errorf("start jail: %w", err)
+		}
+		sv.mark("cgroup-entered")
+	}
+	// Go first: PID 1 reads its plan only then, and a plan larger than
+	// the pipe (root files, for instance) would otherwise never be read.
+	if _, err := p.syncW.Write([]byte{'g'}); err != nil {
+		return fmt.Errorf("start jail: %w", err)
+	}
+	return writeAll(p.planW, jailPlan(sv.trace, sh.mounts).framed())
+}
+
+// spawn has the spawner clone PID 1, with the pipes' jail ends as its
+// descriptors 0 to 5, straight into the run's cgroup on v2.
+func (sv *supervisor) spawn(sp *Spawner) error {
+	sv.sp = sp
+	p := sv.pipes
+	ids := hostIDs()
+	req := spawnRequest{flags: namespaces, setgroups: "allow"}
+	req.uidMap, req.gidMap = ids.maps()
+	if ids.rootless {
+		req.setgroups = "deny" // required before an unprivileged gid_map
+	}
+	files := p.jail[:]
+	cgroupFD := -1
+	if sv.cg != nil {
+		cgroupFD = sv.cg.CloneFD()
+	}
+	pid, err := sp.spawn(req, files, cgroupFD)
+	sv.pid = pid
+	return err
+}
+
+// awaitReady waits until PID 1 reports that it waits for its run.
+func (sv *supervisor) awaitReady() error {
+	timeout := time.NewTimer(SetupTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case ev, ok := <-sv.events:
+			if !ok {
+				return fmt.Errorf("start jail: the init ended before it was ready: %s", sv.setupErr)
+			}
+			sv.record(ev)
+			switch ev.kind {
+			case "ready":
+				return nil
+			case "error":
+				return fmt.Errorf("start jail: %s", sv.setupErr)
+			}
+		case <-timeout.C:
+			return fmt.Errorf("start jail: not ready within %s", SetupTimeout)
+		}
+	}
+}
+
+// finish runs s in the started jail, unless starting it failed with
+// startErr. It returns the verdict as soon as it is known, and the
+// teardown that removes everything the run made.
+func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*result.Result, func() error) {
+	sv.spec = s
+	var res *result.Result
+	err := startErr
+	if err == nil {
+		res, err = sv.run(ctx)
+	}
+	if err != nil {
+		sv.abort()
+		res = result.SandboxError(s.message(err))
+	}
+	if sv.cg != nil {
+		res.Cgroup = string(sv.cg.Mode())
+	}
+	res.Trace = sv.timeline()
+	res.Seccomp = s.SeccompMode
+	return res, func() error {
+		err := sv.teardown()
+		res.Trace = sv.timeline()
+		return err
+	}
+}
+
+// timeline is the trace in time order: PID 1's phases come in through
+// its status pipe, after the supervisor may have marked later ones.
+func (sv *supervisor) timeline() []result.Phase {
+	slices.SortStableFunc(sv.phases, func(a, b result.Phase) int { return cmp.Compare(a.AtMs, b.AtMs) })
+	return sv.phases
+}
+
+// teardown waits for the jail's end and removes its cgroup.
+func (sv *supervisor) teardown() error {
+	sv.reap()
+	sv.pipes.closeAll()
+	if sv.cg == nil {
+		return nil
+	}
+	err := sv.cg.Remove()
+	sv.mark("cgroup-removed")
+	return err
+}
+
+// reap waits for PID 1, once; it returns how PID 1 ended.
+func (sv *supervisor) reap() error {
+	if sv.pid == 0 || sv.reaped {
+		return sv.waitErr
+	}
+	ws, err := waitExit(sv.pid)
+	switch {
+	case err != nil:
+		sv.waitErr = fmt.Errorf("wait for the jail: %w", err)
+	case ws.Signaled():
+		sv.waitErr = fmt.Errorf("PID 1 killed by %v", ws.Signal())
+	case ws.ExitStatus() != 0:
+		sv.waitErr = fmt.Errorf("PID 1 exit status %d", ws.ExitStatus())
+	}
+	sv.reaped = true
+	sv.mark("reaped")
+	return sv.waitErr
+}
+
+// waitExit reaps pid, a child, waiting in Go's poller on a pidfd: PID 1
+// takes milliseconds to exit (the kernel tears its namespaces down), and a
+// thread blocked that long in wait4 keeps the runtime's monitor polling
+// every 20 µs. Without pidfds (Linux < 5.10) it blocks in wait4.
+func waitExit(pid int) (unix.WaitStatus, error) {
+	var ws unix.WaitStatus
+	var err error
+	reap := func(flags int) bool {
+		var got int
+		got, err = unix.Wait4(pid, &ws, flags, nil)
+		return err != unix.EINTR && (err != nil || got == pid)
+	}
+	fd, openErr := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if openErr != nil {
+		for !reap(0) {
+		}
+		return ws, err
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, rcErr := f.SyscallConn()
+	if rcErr == nil {
+		rcErr = rc.Read(func(uintptr) bool { return reap(unix.WNOHANG) })
+	}
+	if rcErr != nil { // not pollable after all
+		for !reap(0) {
+		}
+	}
+	return ws, err
+}
+
+// run sends the plan's second part and follows the run to its verdict.
+func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
+	s := sv.spec
+	p := runPlan(s, hostIDs(), s.Seccomp)
+	sv.mark("plan-built")
+	stdout := newCapture(s.OutputLimit, s.Stdout, s.Capture)
+	stderr := newCapture(s.OutputLimit, s.Stderr, s.Capture)
+	go stdout.drain(sv.pipes.outR)
+	go stderr.drain(sv.pipes.errR)
+	if err := writeAll(sv.pipes.planW, p.framed()); err != nil {
+		return nil, fmt.Errorf("start jail: %w", err)
+	}
+	sv.pipes.planW.Close()
+	sv.feedStdin(s.Stdin)
+	var waitErr error
+	if ended := sv.supervise(ctx, stdout, stderr); ended {
+		waitErr = sv.reap()
+	}
+	<-stdout.done
+	<-stderr.done
+	return sv.judge(waitErr, stdout, stderr), nil
+}
+
+// feedStdin copies the program's stdin into the jail. Without one the
+// plan gave the program /dev/null and the pipe is closed at once.
+func (sv *supervisor) feedStdin(in io.Reader) {
+	w := sv.pipes.inW
+	if in == nil {
+		w.Close()
+		return
+	}
+	go func() {
+		io.Copy(w, in) // ends early, with EPIPE, if the program stops reading
+		w.Close()
+	}()
+}
+
+// abort kills a jail whose set-up failed and waits for it.
+func (sv *supervisor) abort() {
+	if sv.pid == 0 {
+		return
+	}
+	sv.kill("")
+	if sv.events != nil {
+		sv.drainEvents(sv.events)
+	}
+	sv.reap()
+}
+
+// discard ends a jail that runs nothing and removes its cgroup.
+func (sv *supervisor) discard() {
+	sv.abort()
+	sv.teardown()
+}
+
+// supervise follows the run, enforcing the set-up deadline, the wall and
+// CPU limits and the output caps, until the verdict is known: the program
+// has ended and its output is closed (whatever it left behind has let go
+// of it), or else the init has ended, which it reports.
+func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (initEnded bool) {
+	s := sv.spec
+	events := sv.events
+	outDone, errDone := stdout.done, stderr.done
+	// Channels that stay ready once they fire are dropped from the select
+	// after their first time, or it would spin until the jail has ended.
+	outOver, errOver, interrupted := stdout.exceeded, stderr.exceeded, ctx.Done()
+	deadline := time.NewTimer(SetupTimeout)
+	defer deadline.Stop()
+	var cpuCheck <-chan time.Time
+	for {
+		if sv.gotExit && outDone == nil && errDone == nil {
+			sv.mark("output-closed")
+			return false
+		}
+		select {
+		case <-outDone:
+			outDone = nil
+		case <-errDone:
+			errDone = nil
+		case ev, ok := <-events:
+			if !ok {
+				if sv.started != 0 && sv.exited == 0 {
+					sv.exited = monotonic() // ended unreported (e.g. a group OOM kill)
+				}
+				sv.mark("init-ended")
+				return true
+			}
+			sv.record(ev)
+			if ev.kind == "start" {
+				sv.sp.done()
+				deadline.Reset(time.Duration(sv.started + int64(s.Timeout) - monotonic()))
+				if s.CPUTime > 0 {
+					cpuCheck = time.After(sv.nextCPUCheck(0))
+				}
+			}
+		case <-deadline.C:
+			if sv.started == 0 {
+				sv.setupErr = fmt.Sprintf("the jail did not start the program within %s", SetupTimeout)
+				sv.kill("")
+			} else {
+				sv.kill(result.LimitWall)
+			}
+		case <-cpuCheck:
+			used, err := sv.cg.CPUTime()
+			switch {
+			case err != nil:
+				sv.setupErr = "read CPU usage: " + err.Error()
+				sv.kill("")
+			case used >= s.CPUTime:
+				sv.kill(result.LimitCPU)
+			default:
+				cpuCheck = time.After(sv.nextCPUCheck(used))
+			}
+		case <-outOver:
+			outOver = nil
+			sv.kill(result.LimitStdout)
+		case <-errOver:
+			errOver = nil
+			sv.kill(result.LimitStderr)
+		case <-interrupted:
+			interrupted = nil
+			sv.setupErr = "interrupted: " + context.Cause(ctx).Error()
+			sv.kill("")
+		}
+	}
+}
+
+// nextCPUCheck is when the CPU limit could first be reached: the run
+// cannot use CPU time faster than the CPUs it may run on. They are counted
+// now: runtime.NumCPU was counted once, as Go started, which for a one-shot
+// exec is on one CPU (cmd/microbox/client.c). Too many only checks sooner.
+func (sv *supervisor) nextCPUCheck(used time.Duration) time.Duration {
+	n := runtime.NumCPU()
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil {
+		n = max(n, set.Count())
+	}
+	cpus := float64(n)
+	if l := sv.spec.Cgroup.Limits.CPUs; l > 0 && l < cpus {
+		cpus = l
+	}
+	wait := time.Duration(float64(sv.spec.CPUTime-used) / cpus)
+	return max(wait, time.Millisecond)
+}
+
+// kill ends the whole jail once: SIGKILL to PID 1 takes every process of
+// its pid namespace with it; the cgroup kill is a second net. PID 1 is
+// our child and not yet reaped, so its pid is still its own.
+func (sv *supervisor) kill(limit string) {
+	if sv.killedFor != "" || sv.gotExit || sv.reaped {
+		return
+	}
+	sv.killedFor = limit
+	if limit == "" {
+		sv.killedFor = "supervisor"
+	}
+	if limit != "" {
+		sv.exited = monotonic()
+	}
+	unix.Kill(sv.pid, unix.SIGKILL)
+	if sv.cg != nil {
+		sv.cg.Kill()
+	}
+}
+
+// markMoments records the caller's moments before the run (Spec.Before).
+func (sv *supervisor) markMoments(moments []Moment) {
+	for _, m := range moments {
+		sv.markAt(m.Name, m.At)
+	}
+}
+
+// mark records a phase of the supervisor's own (with --trace).
+func (sv *supervisor) mark(name string) { sv.markAt(name, monotonic()) }
+
+// markAt records a phase that happened at the monotonic time at.
+func (sv *supervisor) markAt(name string, at int64) {
+	if sv.trace {
+		sv.phases = append(sv.phases, result.Phase{Name: name, AtMs: ms(at - sv.began)})
+	}
+}
+
+// record applies one status line of the init.
+func (sv *supervisor) record(ev event) {
+	ns := func(i int) int64 {
+		if i >= len(ev.args) {
+			return 0
+		}
+		v, _ := strconv.ParseInt(ev.args[i], 10, 64)
+		return v
+	}
+	switch ev.kind {
+	case "error":
+		if sv.setupErr == "" {
+			sv.setupErr = strings.Join(ev.args, " ")
+		}
+	case "phase":
+		if len(ev.args) == 2 {
+			sv.markAt(ev.args[0], ns(1))
+		}
+	case "start":
+		sv.started = ns(0)
+		sv.markAt("started", sv.started)
+	case "exit":
+		sv.status = unix.WaitStatus(ns(0))
+		sv.exited = ns(1)
+		sv.cpuUsec = ns(2)
+		sv.maxRSSKiB = ns(3)
+		sv.gotExit = true
+		sv.markAt("exited", sv.exited)
+	}
+}
+
+// drainEvents consumes the init's status lines until it has ended.
+func (sv *supervisor) drainEvents(events <-chan event) {
+	for ev := range events {
+		sv.record(ev)
+	}
+}

@@ -1,0 +1,69 @@
+package nsjail
+
+import (
+	"fmt"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/result"
+)
+
+// judge decides the verdict: first what the supervisor did (time, output),
+// then what the cgroup recorded (OOM), then the program's exit status.
+func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *result.Result {
+	r := &result.Result{Cgroup: string(cgroup.ModeNone)}
+	stdout.fill(&r.Stdout, &r.StdoutTruncated)
+	stderr.fill(&r.Stderr, &r.StderrTruncated)
+	if sv.started != 0 {
+		r.SetupTimeMs = ms(sv.started - sv.began)
+		r.WallTimeMs = ms(sv.exited - sv.started)
+	}
+	sv.account(r)
+	sv.mark("accounted")
+
+	switch {
+	case sv.setupErr != "":
+		r.Status = result.StatusSandboxError
+		r.Error = &sv.setupErr
+	case sv.killedFor == result.LimitWall || sv.killedFor == result.LimitCPU:
+		r.Status, r.Limit = result.StatusTimeout, sv.killedFor
+	case sv.killedFor == result.LimitStdout || sv.killedFor == result.LimitStderr:
+		r.Status, r.Limit = result.StatusOutputLimit, sv.killedFor
+	case sv.oomKilled:
+		// With memory.oom.group (v2) the kernel kills the init too, so
+		// there may be no exit status: the cgroup's record decides.
+		if sv.gotExit {
+			r.SetExit(sv.status)
+		} else {
+			sig := "SIGKILL"
+			r.Signal = &sig
+		}
+		r.Status, r.Limit = result.StatusMemory, result.LimitMemory
+	case !sv.gotExit:
+		msg := fmt.Sprintf("the jail's init ended without reporting the program's status (%v)", waitErr)
+		r.Status, r.Error = result.StatusSandboxError, &msg
+	default:
+		r.SetExit(sv.status)
+	}
+	return r
+}
+
+// account fills the usage fields: from the cgroup, which counts every
+// process of the run, or else from the program's own rusage.
+func (sv *supervisor) account(r *result.Result) {
+	if sv.cg == nil {
+		if sv.gotExit {
+			cpu := float64(sv.cpuUsec) / 1e3
+			peak := sv.maxRSSKiB * 1024
+			r.CPUTimeMs, r.PeakMemoryBytes = &cpu, &peak
+		}
+		return
+	}
+	u, err := sv.cg.Usage()
+	if err != nil && sv.setupErr == "" {
+		sv.setupErr = "read cgroup usage: " + err.Error()
+		return
+	}
+	cpu := float64(u.CPU) / 1e6
+	r.CPUTimeMs, r.PeakMemoryBytes = &cpu, &u.PeakMemory
+	sv.oomKilled = u.OOMKills > 0
+}
