@@ -247,6 +247,25 @@ static void bind_ro(const char *src, const char *dst)
 	remount_ro(dst);
 }
 
+// mask hides path: a file behind a read-only bind of empty (an empty
+// file), a directory behind an empty read-only tmpfs. A path the kernel
+// does not offer is left alone.
+static void mask(const char *empty, const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT)
+			return;
+		die("stat %s", path);
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		bind_ro(empty, path);
+		return;
+	}
+	if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555") < 0)
+		die("mask %s", path);
+}
+
 static void write_file(const char *path, unsigned long mode, const struct arg *data)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
@@ -308,6 +327,9 @@ static void run_step(struct arg *a, int n, struct program *prog)
 		} else if (mount(a[1].p, a[2].p, NULL, MS_BIND | MS_REC, NULL) < 0) {
 			die("bind %s on %s", a[1].p, a[2].p);
 		}
+	} else if (!strcmp(op, "mask")) { // empty path: hide path, if it exists
+		NEED(2);
+		mask(a[1].p, a[2].p);
 	} else if (!strcmp(op, "remount_ro")) { // path
 		NEED(1);
 		remount_ro(a[1].p);

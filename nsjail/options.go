@@ -68,6 +68,8 @@ type Options struct {
 	Timeout      time.Duration // wall clock, from the program's start
 	OutputLimit  int64         // bytes, each of stdout and stderr
 	TmpfsSize    int64         // bytes, each scratch tmpfs
+	// The program's rlimits (Spec.Rlimits; zero fields: DefaultRlimits).
+	NoFile, SigPending, MsgQueue uint64
 
 	// The sandbox.
 	Workdir  string
@@ -108,6 +110,9 @@ func Defaults() Options {
 		Python:      "/usr/bin/python3",
 		Hostname:    "microbox",
 		Seccomp:     string(seccomp.ModeDefault),
+		NoFile:      DefaultRlimits.NoFile,
+		SigPending:  DefaultRlimits.SigPending,
+		MsgQueue:    DefaultRlimits.MsgQueue,
 	}
 }
 
@@ -200,6 +205,7 @@ func (o *Options) Spec() (*Spec, error) {
 		Timeout:     o.Timeout,
 		CPUTime:     o.CPUTime,
 		OutputLimit: o.OutputLimit,
+		Rlimits:     Rlimits{NoFile: o.NoFile, SigPending: o.SigPending, MsgQueue: o.MsgQueue},
 		Stdin:       o.Stdin,
 		Stdout:      o.Stdout,
 		Stderr:      o.Stderr,

@@ -47,10 +47,23 @@ func num[T ~int | ~int64 | ~uint32 | ~uint64 | ~uintptr](v T) string {
 // stage first keeps every host path reachable under /oldroot while the
 // new root is built in /newroot, then a second pivot detaches the host.
 const (
-	stage   = "/tmp"
-	oldRoot = "/oldroot"
-	newRoot = "/newroot"
+	stage     = "/tmp"
+	oldRoot   = "/oldroot"
+	newRoot   = "/newroot"
+	emptyFile = "/empty"
 )
+
+// maskedProc are the /proc entries the program does not see: those runc
+// and Docker mask (kernel memory, keys, timers, scheduler and device
+// internals), and those that tell of the host rather than the run (its
+// boot arguments and boot id, its kernel configuration, its load and
+// pressure). A file reads as empty, a directory as an empty one; an entry
+// the kernel lacks is skipped.
+var maskedProc = []string{
+	"acpi", "asound", "kcore", "keys", "latency_stats", "timer_list", "timer_stats",
+	"sched_debug", "scsi", "cmdline", "config.gz", "sys/kernel/random/boot_id",
+	"pressure", "loadavg",
+}
 
 // devices are bound from the host's /dev; the jail cannot mknod them.
 var devices = []string{"null", "zero", "full", "random", "urandom"}
@@ -111,6 +124,12 @@ func mountPlan(s *Spec, ids idMapping) (*plan, error) {
 	// business of the program's, whatever the ownership would say.
 	for _, f := range []string{"/proc/sys", "/proc/sysrq-trigger"} {
 		p.step("bind", newRoot+f, newRoot+f, bindReadOnlyIfExists)
+	}
+	// Masked files read as this empty file of the stage, which outlives
+	// the stage's unmount through the binds.
+	p.step("file", emptyFile, "292", "") // 0444
+	for _, f := range maskedProc {
+		p.step("mask", emptyFile, newRoot+"/proc/"+f)
 	}
 	p.scratch(s, ids)
 	p.step("phase", "mounts")
@@ -291,6 +310,13 @@ func (p *plan) program(s *Spec, ids idMapping, seccompBPF []byte) {
 		p.step("user", num(ids.programUID), num(ids.programGID), "1")
 	}
 	p.step("rlimit", num(unix.RLIMIT_CORE), "0", "0") // no core files
+	rl := s.Rlimits.withDefaults()
+	for _, r := range []struct {
+		res int
+		n   uint64
+	}{{unix.RLIMIT_NOFILE, rl.NoFile}, {unix.RLIMIT_SIGPENDING, rl.SigPending}, {unix.RLIMIT_MSGQUEUE, rl.MsgQueue}} {
+		p.step("rlimit", num(r.res), num(r.n), num(r.n))
+	}
 	if seccompBPF != nil {
 		p.stepBytes("seccomp", seccompBPF)
 	}

@@ -76,6 +76,9 @@ type Spec struct {
 	// CPUTime limits the CPU time of all the run's processes together
 	// (0: none); it needs a cgroup.
 	CPUTime time.Duration
+	// Rlimits are the program's resource limits; zero fields take
+	// DefaultRlimits'.
+	Rlimits Rlimits
 	// Cgroup places the run in a cgroup of its own with these limits; nil
 	// runs without one (and so without memory, CPU and pids limits).
 	Cgroup *cgroup.Options
@@ -98,6 +101,42 @@ type Spec struct {
 	// at negative times.
 	Before []Moment
 }
+
+// Rlimits are the per-process resource limits a program starts with
+// (soft and hard alike, so it cannot raise them), set explicitly rather
+// than inherited from microbox, whose own may be far higher (a service
+// manager's LimitNOFILE=infinity, say).
+type Rlimits struct {
+	// NoFile bounds each process's open descriptors: with the pids
+	// limit it bounds a run's share of the host's open-file table.
+	NoFile uint64
+	// SigPending bounds the signals queued to the run's user.
+	SigPending uint64
+	// MsgQueue bounds the bytes of POSIX message queues (which the
+	// default filter does not even allow).
+	MsgQueue uint64
+}
+
+// DefaultRlimits are the limits a run gets unless it asks for others.
+var DefaultRlimits = Rlimits{NoFile: 1024, SigPending: 1024, MsgQueue: 819200}
+
+// withDefaults fills zero fields from DefaultRlimits.
+func (r Rlimits) withDefaults() Rlimits {
+	if r.NoFile == 0 {
+		r.NoFile = DefaultRlimits.NoFile
+	}
+	if r.SigPending == 0 {
+		r.SigPending = DefaultRlimits.SigPending
+	}
+	if r.MsgQueue == 0 {
+		r.MsgQueue = DefaultRlimits.MsgQueue
+	}
+	return r
+}
+
+// MinNoFile is the smallest descriptor limit a program is started with:
+// Python opens a few files of its own as it starts.
+const MinNoFile = 16
 
 // A Moment is a named instant in CLOCK_MONOTONIC nanoseconds.
 type Moment struct {
@@ -167,6 +206,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.CPUTime > 0 && s.Cgroup == nil {
 		return field.Errorf("CPUTime", "{CPUTime} needs a cgroup and cannot be used with {NoCgroup}")
+	}
+	if n := s.Rlimits.NoFile; n != 0 && n < MinNoFile {
+		return field.Errorf("NoFile", "{NoFile} %d: give at least %d (Python opens some files as it starts)", n, MinNoFile)
 	}
 	if s.OutputLimit <= 0 {
 		return field.Errorf("OutputLimit", "{OutputLimit} must be positive")

@@ -54,8 +54,11 @@ var usrMergedDirs = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 
 // HostEntries describes a root made from the host: /usr read-only, the
 // top-level library and binary directories as the host has them, and an
-// /etc written from scratch. Only ld.so.cache comes from the host's /etc:
-// it makes library loading fast and is no secret.
+// /etc written from scratch. From the host's /etc come only what /usr
+// itself needs and holds no secret: ld.so.cache, which makes library
+// loading fast, and /etc/alternatives, the links through which Debian
+// reaches the library a package chose (libblas.so.3, liblapack.so.3:
+// numpy does not import without them).
 func HostEntries(id Identity, hostname string) ([]Entry, error) {
 	if _, err := os.Stat("/usr"); err != nil {
 		return nil, fmt.Errorf("host root: %w", err)
@@ -83,8 +86,14 @@ func HostEntries(id Identity, hostname string) ([]Entry, error) {
 	if _, err := os.Stat("/etc/ld.so.cache"); err == nil {
 		entries = append(entries, Entry{Kind: Bind, Path: "/etc/ld.so.cache", Source: "/etc/ld.so.cache"})
 	}
+	if fi, err := os.Stat(hostAlternatives); err == nil && fi.IsDir() {
+		entries = append(entries, Entry{Kind: Bind, Path: "/etc/alternatives", Source: hostAlternatives})
+	}
 	return entries, nil
 }
+
+// hostAlternatives is Debian's alternatives directory.
+const hostAlternatives = "/etc/alternatives"
 
 // EtcEntries is the synthesized /etc: a passwd and group that name only
 // root and the sandbox user, loopback-only hosts, and no resolver.

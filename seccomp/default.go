@@ -11,7 +11,7 @@ import (
 // PolicyVersion names the revision of the default policy. Bump it whenever
 // allowlist or refusals change, so that reports and logs say which policy a
 // run had.
-const PolicyVersion = "microbox-cpython-4"
+const PolicyVersion = "microbox-cpython-5"
 
 // group is a set of system calls that the default policy treats alike, with
 // the reason why.
@@ -29,8 +29,10 @@ type group struct {
 // those the architecture lacks (open, stat, fork, ... on aarch64, whose
 // libc uses the *at forms that are listed too).
 //
-// clone, ioctl, socket, socketpair, mknod, mknodat and personality are not
-// here: they are allowed only for some arguments (conditional, below).
+// clone, ioctl, socket, socketpair, setsockopt, fcntl, preadv2, mknod,
+// mknodat and personality are not here: they are allowed only for some
+// arguments (conditional, below); the sync calls succeed without effect
+// (noop).
 func allowlist() []group {
 	return []group{
 		{"process lifecycle; clone is conditional", []string{
@@ -65,12 +67,12 @@ func allowlist() []group {
 			"pkey_mprotect",
 			"map_shadow_stack", // thread stacks under CET, glibc >= 2.39
 		}},
-		{"file descriptors and I/O; ioctl is conditional", []string{
+		{"file descriptors and I/O; ioctl, fcntl and preadv2 are conditional", []string{
 			"read", "write", "readv", "writev", "pread64", "pwrite64",
-			"preadv", "pwritev", "preadv2", "pwritev2", "close",
-			"close_range", "dup", "dup2", "dup3", "lseek", "fcntl", "flock",
-			"fsync", "fdatasync", "sync", "syncfs", "sync_file_range",
-			"ftruncate", "truncate", "fallocate", "fadvise64", "readahead",
+			"preadv", "pwritev", "pwritev2", "close",
+			"close_range", "dup", "dup2", "dup3", "lseek", "flock",
+			"fsync", "fdatasync",
+			"ftruncate", "truncate", "fallocate", "readahead",
 			"sendfile", "copy_file_range", "splice", "tee", "vmsplice",
 			"pipe", "pipe2", "eventfd", "eventfd2",
 		}},
@@ -106,9 +108,9 @@ func allowlist() []group {
 			"epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
 			"epoll_pwait", "epoll_pwait2",
 		}},
-		{"sockets; socket and socketpair are conditional", []string{
+		{"sockets; socket, socketpair and setsockopt are conditional", []string{
 			"bind", "connect", "listen", "accept", "accept4",
-			"getsockname", "getpeername", "getsockopt", "setsockopt",
+			"getsockname", "getpeername", "getsockopt",
 			"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
 			"recvmmsg", "shutdown",
 		}},
@@ -157,9 +159,28 @@ func refused() []group {
 			"could exhaust for every root service on the host", []string{
 			"inotify_init", "inotify_init1",
 		}},
+		{"the host's page cache of the files the run shares with it (the " +
+			"default root's /usr): dropping another's cached pages is a " +
+			"side channel and a slowdown", []string{
+			"fadvise64",
+		}},
 		{"obsolete interfaces", []string{
 			"nfsservctl", "uselib", "_sysctl",
 		}},
+	}
+}
+
+// noop answers success without doing anything. sync and syncfs write back
+// every dirty page of the host's file systems (or of the one a descriptor
+// is on: the read-only root is a host file system), which would make the
+// caller, in uninterruptible sleep, wait on the host's disks, and
+// sync_file_range likewise for a file's range. A run's own writable files
+// are all in tmpfs, which has nothing to write back, so success is the
+// truth for them; a refusal would only break programs that sync
+// defensively.
+func noop() []group {
+	return []group{
+		{"write-back of host file systems", []string{"sync", "syncfs", "sync_file_range"}},
 	}
 }
 
@@ -192,14 +213,6 @@ func conditional() [][]specs.LinuxSyscall {
 		// low word only (CVE-2019-10063: a 64-bit compare misses
 		// TIOCSTI|1<<32).
 		except("ioctl", 1, 0xffffffff, unix.TIOCSTI, unix.TIOCLINUX),
-		// AF_UNIX, AF_INET and AF_INET6 only. AF_NETLINK is refused:
-		// traces of the standard library make no netlink socket, and
-		// glibc's getaddrinfo(AI_ADDRCONFIG), the one libc user of
-		// NETLINK_ROUTE, takes a refusal as "IPv4 and IPv6 both
-		// configured"; socket.if_nameindex() fails, which is acceptable.
-		// AF_PACKET, AF_VSOCK, AF_ALG, ... are refused: each is its own
-		// kernel attack surface.
-		only("socket", 0, 0xffffffff, unix.AF_UNIX, unix.AF_INET, unix.AF_INET6),
 		only("socketpair", 0, 0xffffffff, unix.AF_UNIX),
 		// FIFOs (os.mkfifo) and plain files yes, device nodes no.
 		only("mknod", 1, unix.S_IFMT, 0, unix.S_IFREG, unix.S_IFIFO),
@@ -216,11 +229,90 @@ func conditional() [][]specs.LinuxSyscall {
 		// and setrlimit pass): in a rootless jail the program shares a
 		// host uid with the jail's init, whose limits it must not touch.
 		only("prlimit64", 0, 0xffffffff, 0),
+		// F_NOTIFY (dnotify) would report accesses to the directories of
+		// the root the run shares with the host and other runs (/usr/lib),
+		// theirs included.
+		except("fcntl", 1, 0xffffffff, unix.F_NOTIFY),
+		// RWF_NOWAIT reads tell whether a page is in the page cache: with
+		// a shared /usr, whether the host or another run read it lately.
+		except("preadv2", 5, unix.RWF_NOWAIT, unix.RWF_NOWAIT),
+		socketRules(),
+		setsockoptRules(),
 	}
 }
 
+// socketRules allow AF_UNIX sockets, and for AF_INET and AF_INET6 only TCP
+// and UDP (protocol 0 or their own number): MPTCP, UDP-Lite, SCTP, ICMP
+// (ping sockets) and raw sockets are each a kernel attack surface no
+// program here needs. The type is compared without its SOCK_NONBLOCK and
+// SOCK_CLOEXEC flags.
+//
+// Any other family answers EPERM. AF_NETLINK among them: traces of the
+// standard library make no netlink socket, and glibc's
+// getaddrinfo(AI_ADDRCONFIG), the one libc user of NETLINK_ROUTE, takes a
+// refusal as "IPv4 and IPv6 both configured"; socket.if_nameindex()
+// fails, which is acceptable. AF_PACKET, AF_VSOCK, AF_ALG, ... are each
+// their own kernel attack surface.
+func socketRules() []specs.LinuxSyscall {
+	const (
+		all      = 0xffffffff
+		typeMask = 0xf // SOCK_TYPE_MASK
+	)
+	rules := []specs.LinuxSyscall{rule("socket", specs.ActAllow, cond{0, all, unix.AF_UNIX})}
+	for _, family := range []uint32{unix.AF_INET, unix.AF_INET6} {
+		inFamily := cond{0, all, family}
+		kinds := []struct {
+			typ       uint32
+			protocols []uint32
+		}{
+			{unix.SOCK_STREAM, []uint32{0, unix.IPPROTO_TCP}},
+			{unix.SOCK_DGRAM, []uint32{0, unix.IPPROTO_UDP}},
+		}
+		var types []uint32
+		for _, k := range kinds {
+			types = append(types, k.typ)
+			ofType := []cond{inFamily, {1, typeMask, k.typ}}
+			for _, p := range k.protocols {
+				rules = append(rules, rule("socket", specs.ActAllow, append(ofType, cond{2, all, p})...))
+			}
+			rules = append(rules, rest("socket", ofType, 2, all, k.protocols, specs.ActErrno)...)
+		}
+		rules = append(rules, rest("socket", []cond{inFamily}, 1, typeMask, types, specs.ActErrno)...)
+	}
+	families := []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}
+	return append(rules, rest("socket", nil, 0, all, families, specs.ActErrno)...)
+}
+
+// setsockoptRules refuse, with EPERM, the options that load code or
+// protocols into the kernel: classic and eBPF socket filters
+// (SO_ATTACH_FILTER, SO_ATTACH_BPF and their SO_REUSEPORT forms) and
+// TCP upper-layer protocols (TCP_ULP, e.g. kernel TLS). Any other option
+// is allowed.
+func setsockoptRules() []specs.LinuxSyscall {
+	const all = 0xffffffff
+	refusedAt := []struct {
+		level   uint32
+		options []uint32
+	}{
+		{unix.SOL_SOCKET, []uint32{unix.SO_ATTACH_FILTER, unix.SO_ATTACH_BPF, unix.SO_ATTACH_REUSEPORT_CBPF, unix.SO_ATTACH_REUSEPORT_EBPF}},
+		{unix.IPPROTO_TCP, []uint32{unix.TCP_ULP}},
+	}
+	var rules []specs.LinuxSyscall
+	var levels []uint32
+	for _, r := range refusedAt {
+		levels = append(levels, r.level)
+		atLevel := []cond{{1, all, r.level}}
+		for _, o := range r.options {
+			rules = append(rules, rule("setsockopt", specs.ActErrno, append(atLevel, cond{2, all, o})...))
+		}
+		rules = append(rules, rest("setsockopt", atLevel, 2, all, r.options, specs.ActAllow)...)
+	}
+	return append(rules, rest("setsockopt", nil, 1, all, levels, specs.ActAllow)...)
+}
+
 // Default returns microbox's curated CPython allowlist: the calls listed by
-// allowlist() are allowed, those listed by refused() answer EPERM, the
+// allowlist() are allowed, those listed by refused() answer EPERM, those
+// listed by noop() succeed without effect, the
 // conditional ones depend on their arguments, clone3 answers ENOSYS (so
 // that glibc falls back to clone), and any other call answers ENOSYS, so
 // that libc falls back as it does on an older kernel.
@@ -232,6 +324,10 @@ func Default() *Policy {
 	}
 	for _, g := range refused() {
 		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActErrno, ErrnoRet: eperm()})
+	}
+	success := uint(0)
+	for _, g := range noop() {
+		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActErrno, ErrnoRet: &success})
 	}
 	rules = append(rules, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys})
 	for _, c := range conditional() {
@@ -294,13 +390,36 @@ func split(name string, arg uint, mask uint32, listed []uint32, listedAction, re
 // masked is the rule "name with arg&mask == value gets action", where
 // ActErrno means EPERM.
 func masked(name string, action specs.LinuxSeccompAction, arg uint, mask, value uint32) specs.LinuxSyscall {
-	r := specs.LinuxSyscall{Names: []string{name}, Action: action, Args: []specs.LinuxSeccompArg{
-		{Index: arg, Op: specs.OpMaskedEqual, Value: uint64(mask), ValueTwo: uint64(value)},
-	}}
+	return rule(name, action, cond{arg, mask, value})
+}
+
+// cond is one masked comparison: argument arg, masked, equals value.
+type cond struct {
+	arg         uint
+	mask, value uint32
+}
+
+// rule is "name whose arguments meet every cond gets action", where
+// ActErrno means EPERM.
+func rule(name string, action specs.LinuxSeccompAction, conds ...cond) specs.LinuxSyscall {
+	r := specs.LinuxSyscall{Names: []string{name}, Action: action}
+	for _, c := range conds {
+		r.Args = append(r.Args, specs.LinuxSeccompArg{Index: c.arg, Op: specs.OpMaskedEqual, Value: uint64(c.mask), ValueTwo: uint64(c.value)})
+	}
 	if action == specs.ActErrno {
 		r.ErrnoRet = eperm()
 	}
 	return r
+}
+
+// rest returns disjoint rules that send name, when it meets every cond of
+// prefix and its word arg&mask is none of listed, to action (see split).
+func rest(name string, prefix []cond, arg uint, mask uint32, listed []uint32, action specs.LinuxSeccompAction) []specs.LinuxSyscall {
+	var rules []specs.LinuxSyscall
+	cover(mask, 0, 0, listed, func(m, v uint32) {
+		rules = append(rules, rule(name, action, append(slices.Clone(prefix), cond{arg, m, v})...))
+	})
+	return rules
 }
 
 // cover calls emit(m, v) for disjoint patterns "x&m == v" that together

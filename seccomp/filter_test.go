@@ -218,6 +218,37 @@ func probes(set string) []probe {
 			probe{"prlimit64 of itself", call(unix.SYS_PRLIMIT64, false, 0, unix.RLIMIT_CPU, 0, 0), ok},
 			probe{"io_setup (unlisted)", call(unix.SYS_IO_SETUP, false, 0, 0), enosys},
 			probe{"syscall 1000 (unknown)", call(1000, false), enosys},
+			// TCP and UDP only, whatever the flags on the type.
+			probe{"socket TCP by number", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_TCP), ok},
+			probe{"socket UDP by number", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDP), ok},
+			probe{"socket TCP nonblocking close-on-exec", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0), ok},
+			probe{"socket MPTCP", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), eperm},
+			probe{"socket MPTCP over IPv6", call(unix.SYS_SOCKET, true, unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), eperm},
+			probe{"socket UDP-Lite", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDPLITE), eperm},
+			probe{"socket SCTP", call(unix.SYS_SOCKET, true, unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_SCTP), eperm},
+			probe{"socket ICMP (ping)", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP), eperm},
+			probe{"socket raw", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW), eperm},
+			probe{"socket TCP with the protocol's upper bits", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_TCP|1<<16), eperm},
+			probe{"socket SOCK_SEQPACKET over IPv4", call(unix.SYS_SOCKET, true, unix.AF_INET, unix.SOCK_SEQPACKET, 0), eperm},
+			// Socket options that load code or protocols into the kernel.
+			probe{"setsockopt SO_ATTACH_FILTER", call(unix.SYS_SETSOCKOPT, false, all, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, 0, 0), eperm},
+			probe{"setsockopt SO_ATTACH_BPF", call(unix.SYS_SETSOCKOPT, false, all, unix.SOL_SOCKET, unix.SO_ATTACH_BPF, 0, 0), eperm},
+			probe{"setsockopt SO_ATTACH_REUSEPORT_CBPF", call(unix.SYS_SETSOCKOPT, false, all, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, 0, 0), eperm},
+			probe{"setsockopt SO_ATTACH_REUSEPORT_EBPF", call(unix.SYS_SETSOCKOPT, false, all, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_EBPF, 0, 0), eperm},
+			probe{"setsockopt TCP_ULP", call(unix.SYS_SETSOCKOPT, false, all, unix.IPPROTO_TCP, unix.TCP_ULP, 0, 0), eperm},
+			probe{"setsockopt SO_REUSEADDR reaches the kernel", call(unix.SYS_SETSOCKOPT, false, all, unix.SOL_SOCKET, unix.SO_REUSEADDR, 0, 0), []unix.Errno{unix.EBADF}},
+			probe{"setsockopt TCP_NODELAY reaches the kernel", call(unix.SYS_SETSOCKOPT, false, all, unix.IPPROTO_TCP, unix.TCP_NODELAY, 0, 0), []unix.Errno{unix.EBADF}},
+			probe{"setsockopt IP_TOS reaches the kernel", call(unix.SYS_SETSOCKOPT, false, all, unix.IPPROTO_IP, unix.IP_TOS, 0, 0), []unix.Errno{unix.EBADF}},
+			// The host's page cache and directories shared with it.
+			probe{"fcntl F_NOTIFY", call(unix.SYS_FCNTL, false, all, unix.F_NOTIFY, 0), eperm},
+			probe{"fcntl F_GETFD reaches the kernel", call(unix.SYS_FCNTL, false, all, unix.F_GETFD, 0), []unix.Errno{unix.EBADF}},
+			probe{"preadv2 RWF_NOWAIT", call(unix.SYS_PREADV2, false, all, 0, 0, 0, 0, unix.RWF_NOWAIT), eperm},
+			probe{"preadv2 reaches the kernel", call(unix.SYS_PREADV2, false, all, 0, 0, 0, 0, 0), []unix.Errno{unix.EBADF}},
+			// Write-back of host file systems succeeds without effect: a
+			// bad descriptor is not even looked at.
+			probe{"sync", call(unix.SYS_SYNC, false), ok},
+			probe{"syncfs of a bad descriptor", call(unix.SYS_SYNCFS, false, all), ok},
+			probe{"sync_file_range of a bad descriptor", call(unix.SYS_SYNC_FILE_RANGE, false, all, 0, 0, 0), ok},
 		)
 		if n, err := libseccomp.GetSyscallFromName("mknod"); err == nil && n >= 0 { // not on arm64
 			ps = append(ps, probe{"mknod S_IFCHR", mknod(uintptr(n), unix.S_IFCHR|0o600), eperm})

@@ -56,49 +56,103 @@ func TestDefaultListsDisjoint(t *testing.T) {
 // rules are disjoint) and its action is the intended one.
 func TestConditionalRules(t *testing.T) {
 	lo := func(x uint64) uint32 { return uint32(x) }
+	tcpUDP := func(a [6]uint64) bool {
+		switch lo(a[1]) & 0xf {
+		case unix.SOCK_STREAM:
+			return lo(a[2]) == 0 || lo(a[2]) == unix.IPPROTO_TCP
+		case unix.SOCK_DGRAM:
+			return lo(a[2]) == 0 || lo(a[2]) == unix.IPPROTO_UDP
+		}
+		return false
+	}
 	cases := []struct {
 		name    string
-		allowed func(x uint64) bool // else EPERM
+		args    []int                 // the arguments the rules look at
+		allowed func(a [6]uint64) bool // else EPERM
 	}{
-		{"clone", func(x uint64) bool { return x&nsFlags == 0 }},
-		{"ioctl", func(x uint64) bool { return lo(x) != unix.TIOCSTI && lo(x) != unix.TIOCLINUX }},
-		{"socket", func(x uint64) bool {
-			return slices.Contains([]uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}, lo(x))
+		{"clone", []int{0}, func(a [6]uint64) bool { return a[0]&nsFlags == 0 }},
+		{"ioctl", []int{1}, func(a [6]uint64) bool { return lo(a[1]) != unix.TIOCSTI && lo(a[1]) != unix.TIOCLINUX }},
+		{"socket", []int{0, 1, 2}, func(a [6]uint64) bool {
+			switch lo(a[0]) {
+			case unix.AF_UNIX:
+				return true
+			case unix.AF_INET, unix.AF_INET6:
+				return tcpUDP(a)
+			}
+			return false
 		}},
-		{"socketpair", func(x uint64) bool { return lo(x) == unix.AF_UNIX }},
-		{"mknodat", func(x uint64) bool {
-			return slices.Contains([]uint64{0, unix.S_IFREG, unix.S_IFIFO}, x&unix.S_IFMT)
+		{"socketpair", []int{0}, func(a [6]uint64) bool { return lo(a[0]) == unix.AF_UNIX }},
+		{"mknodat", []int{2}, func(a [6]uint64) bool {
+			return slices.Contains([]uint64{0, unix.S_IFREG, unix.S_IFIFO}, a[2]&unix.S_IFMT)
+		}},
+		{"fcntl", []int{1}, func(a [6]uint64) bool { return lo(a[1]) != unix.F_NOTIFY }},
+		{"preadv2", []int{5}, func(a [6]uint64) bool { return a[5]&unix.RWF_NOWAIT == 0 }},
+		{"setsockopt", []int{1, 2}, func(a [6]uint64) bool {
+			switch lo(a[1]) {
+			case unix.SOL_SOCKET:
+				return !slices.Contains([]uint32{unix.SO_ATTACH_FILTER, unix.SO_ATTACH_BPF,
+					unix.SO_ATTACH_REUSEPORT_CBPF, unix.SO_ATTACH_REUSEPORT_EBPF}, lo(a[2]))
+			case unix.IPPROTO_TCP:
+				return lo(a[2]) != unix.TCP_ULP
+			}
+			return true
 		}},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
+	interesting := []uint64{0, ^uint64(0), unix.TIOCSTI, unix.TIOCSTI | 1<<32, unix.TIOCLINUX,
+		unix.AF_PACKET, unix.AF_NETLINK, unix.AF_VSOCK, unix.AF_INET | 1<<32, unix.AF_PACKET | 1<<32,
+		unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.SOCK_STREAM, unix.SOCK_DGRAM, unix.SOCK_RAW,
+		unix.SOCK_STREAM | unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC, unix.IPPROTO_TCP, unix.IPPROTO_UDP,
+		unix.IPPROTO_MPTCP, unix.IPPROTO_UDPLITE, unix.IPPROTO_SCTP, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER,
+		unix.SO_ATTACH_BPF, unix.TCP_ULP, unix.F_NOTIFY, unix.RWF_NOWAIT,
+		unix.S_IFCHR | 0o600, unix.S_IFBLK, unix.S_IFIFO | 0o644, unix.S_IFSOCK, unix.CLONE_NEWUSER,
+		unix.CLONE_VM | unix.CLONE_THREAD | unix.CLONE_SIGHAND, unix.CLONE_NEWTIME}
 	for _, c := range cases {
 		rules := conditionalRules(c.name)
-		words := []uint64{0, ^uint64(0), unix.TIOCSTI, unix.TIOCSTI | 1<<32, unix.TIOCLINUX,
-			unix.AF_PACKET, unix.AF_NETLINK, unix.AF_VSOCK, unix.AF_INET | 1<<32, unix.AF_PACKET | 1<<32,
-			unix.S_IFCHR | 0o600, unix.S_IFBLK, unix.S_IFIFO | 0o644, unix.S_IFSOCK, unix.CLONE_NEWUSER,
-			unix.CLONE_VM | unix.CLONE_THREAD | unix.CLONE_SIGHAND, unix.CLONE_NEWTIME}
+		if rules == nil {
+			t.Fatalf("no rules for %s", c.name)
+		}
+		// Candidate words per argument: the interesting ones, each
+		// rule's word and its one-bit neighbours, and random ones.
+		cands := map[uint][]uint64{}
+		for _, i := range c.args {
+			cands[uint(i)] = slices.Clone(interesting)
+		}
 		for _, r := range rules {
-			v := uint32(r.Args[0].ValueTwo)
-			for bit := range 33 { // each rule's word and its one-bit neighbours
-				words = append(words, uint64(v)^(uint64(1)<<bit>>1))
+			for _, a := range r.Args {
+				v := uint32(a.ValueTwo)
+				for bit := range 33 {
+					cands[a.Index] = append(cands[a.Index], uint64(v)^(uint64(1)<<bit>>1))
+				}
 			}
 		}
-		for range 20000 {
-			words = append(words, rng.Uint64(), rng.Uint64()&0xffff, rng.Uint64()&0xffffffff)
+		pick := func(i uint) uint64 {
+			if rng.IntN(3) == 0 {
+				return []uint64{rng.Uint64(), rng.Uint64() & 0xffff, rng.Uint64() & 0xffffffff}[rng.IntN(3)]
+			}
+			return cands[i][rng.IntN(len(cands[i]))]
 		}
-		for _, x := range words {
+		for range 60000 {
+			var a [6]uint64
+			for _, i := range c.args {
+				a[i] = pick(uint(i))
+			}
 			var got []specs.LinuxSeccompAction
 			for _, r := range rules {
-				if x&r.Args[0].Value == r.Args[0].ValueTwo {
+				match := true
+				for _, arg := range r.Args {
+					match = match && a[arg.Index]&arg.Value == arg.ValueTwo
+				}
+				if match {
 					got = append(got, r.Action)
 				}
 			}
 			want := specs.ActErrno
-			if c.allowed(x) {
+			if c.allowed(a) {
 				want = specs.ActAllow
 			}
 			if len(got) != 1 || got[0] != want {
-				t.Fatalf("%s(%#x): rules say %v, want exactly [%s]", c.name, x, got, want)
+				t.Fatalf("%s(%#x): rules say %v, want exactly [%s]", c.name, a, got, want)
 			}
 		}
 		t.Logf("%s: %d rules", c.name, len(rules))

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/cgroup"
@@ -39,6 +40,9 @@ type execFlags struct {
 	seccompMode  string
 	seccompFile  string
 	trace        bool
+	nofile       uint64
+	sigpending   uint64
+	msgqueue     string
 	// layers are exec's policy layers (layers.go); batch and eval, which
 	// embed execFlags, do not register them.
 	layers layerFlags
@@ -101,6 +105,9 @@ func (f *execFlags) sandboxFlags(c *cobra.Command) {
 	fl.StringVar(&f.seccompMode, "seccomp", "default", "system-call filter: default, log, off (or profile with --seccomp-profile)")
 	fl.StringVar(&f.seccompFile, "seccomp-profile", "", "OCI/Docker JSON seccomp profile to use instead of the default")
 	fl.BoolVar(&f.trace, "trace", false, "report the set-up phases with timestamps (in the JSON result, or on stderr)")
+	fl.Uint64Var(&f.nofile, "nofile", nsjail.DefaultRlimits.NoFile, "each process's limit on open descriptors (RLIMIT_NOFILE)")
+	fl.Uint64Var(&f.sigpending, "sigpending", nsjail.DefaultRlimits.SigPending, "limit on the signals queued to the program's user (RLIMIT_SIGPENDING)")
+	fl.StringVar(&f.msgqueue, "msgqueue", units.BytesSize(float64(nsjail.DefaultRlimits.MsgQueue)), "limit on POSIX message-queue bytes (RLIMIT_MSGQUEUE)")
 }
 
 // runExec runs the program and sets the invocation's exit status to the
@@ -253,6 +260,11 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	if o.TmpfsSize, err = nsjail.ParseSize("TmpfsSize", f.tmpfsSize); err != nil {
 		return o, flagError(err)
 	}
+	msgqueue, err := nsjail.ParseSize("MsgQueue", f.msgqueue)
+	if err != nil {
+		return o, flagError(err)
+	}
+	o.NoFile, o.SigPending, o.MsgQueue = f.nofile, f.sigpending, uint64(msgqueue)
 	o.NoCgroup, o.CgroupParent, o.CPUs, o.Pids = f.noCgroup, f.cgroupParent, f.cpus, f.pids
 	if f.noCgroup {
 		// Without a cgroup, the limits' defaults do not apply; one given
@@ -282,6 +294,7 @@ var flagNames = map[string]string{
 	"Workdir": "--workdir", "HostFiles": "--file", "Env": "--env", "RootFS": "--rootfs",
 	"Python": "--python", "Hostname": "--hostname", "NoCgroup": "--no-cgroup",
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
+	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
 	"Code": "-c CODE", "File": "a Python file",
 	// rootfs build and import
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",

@@ -1,0 +1,152 @@
+package main
+
+// What a run shares with the host and with other runs, seen from inside
+// and, where the harm would be on the host, from the host.
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/microbox/microbox/result"
+)
+
+// /proc tells nothing of the host: its boot arguments, boot id, kernel
+// configuration, load and pressure read as empty.
+func TestProcMasked(t *testing.T) {
+	r := py(t, `
+import os
+for p in ["/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/config.gz", "/proc/loadavg", "/proc/keys", "/proc/timer_list"]:
+    if os.path.exists(p):
+        print(p, len(open(p, "rb").read()))
+for d in ["/proc/pressure", "/proc/acpi"]:
+    if os.path.isdir(d):
+        print(d, os.listdir(d))
+try:
+    open("/proc/cmdline", "w")
+except OSError as e:
+    print("write", e.errno)
+`)
+	wantStatus(t, r, result.StatusOK)
+	host, _ := os.ReadFile("/proc/cmdline")
+	if len(host) == 0 {
+		t.Fatal("the host's /proc/cmdline is empty: nothing to compare with")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case f[0] == "write":
+			if f[1] != "30" { // EROFS
+				t.Errorf("writing /proc/cmdline: errno %s", f[1])
+			}
+		case strings.HasPrefix(f[1], "["):
+			if f[1] != "[]" {
+				t.Errorf("%s lists %s", f[0], f[1])
+			}
+		case f[1] != "0":
+			t.Errorf("%s has %s bytes", f[0], f[1])
+		}
+	}
+	if !strings.Contains(r.Stdout, "/proc/cmdline 0") {
+		t.Errorf("/proc/cmdline not checked: %q", r.Stdout)
+	}
+}
+
+// The calls that touch what the run shares with the host are refused:
+// dnotify on the shared /usr, page-cache advice and RWF_NOWAIT probes,
+// socket filters, upper-layer protocols, MPTCP and UDP-Lite; sync
+// succeeds without writing back the host's file systems.
+func TestHostSharedCallsRefused(t *testing.T) {
+	r := py(t, `
+import errno, fcntl, os, socket
+def errname(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+fd = os.open("/usr/lib", os.O_RDONLY)
+f = os.open("/usr/bin/python3", os.O_RDONLY)
+print("F_NOTIFY", errname(lambda: fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_ACCESS)))
+print("fadvise", errname(lambda: os.posix_fadvise(f, 0, 0, os.POSIX_FADV_DONTNEED)))
+print("RWF_NOWAIT", errname(lambda: os.preadv(f, [bytearray(16)], 0, os.RWF_NOWAIT)))
+print("preadv2", errname(lambda: os.preadv(f, [bytearray(16)], 0, 0)))
+print("MPTCP", errname(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)))
+print("UDPLITE", errname(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, 136)))
+s = socket.socket()
+print("TCP_ULP", errname(lambda: s.setsockopt(socket.IPPROTO_TCP, 31, b"tls")))
+print("SO_ATTACH_FILTER", errname(lambda: s.setsockopt(socket.SOL_SOCKET, 26, bytes(16))))
+print("SO_REUSEADDR", errname(lambda: s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)))
+print("sync", errname(os.sync))
+`)
+	wantStatus(t, r, result.StatusOK)
+	want := map[string]string{"F_NOTIFY": "EPERM", "fadvise": "EPERM", "RWF_NOWAIT": "EPERM", "preadv2": "ok",
+		"MPTCP": "EPERM", "UDPLITE": "EPERM", "TCP_ULP": "EPERM", "SO_ATTACH_FILTER": "EPERM",
+		"SO_REUSEADDR": "ok", "sync": "ok"}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		got[k] = v
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %s", k, got[k], v)
+		}
+	}
+}
+
+// A run's sync() does not write back the host's dirty data.
+func TestSyncLeavesHostDirtyData(t *testing.T) {
+	dirty := func() int {
+		data, _ := os.ReadFile("/proc/meminfo")
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Dirty:" {
+				kb, _ := strconv.Atoi(f[1])
+				return kb
+			}
+		}
+		return -1
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "microbox-dirty-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	// 64 MiB of dirty pages on the host's disk, well under the kernel's
+	// background write-back threshold, and younger than its expiry.
+	if err := os.WriteFile(dir+"/dirty", make([]byte, 64<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := dirty()
+	if before < 32<<10 {
+		t.Skipf("the host's file system keeps no dirty pages (Dirty: %d kB): nothing to lose", before)
+	}
+	r := py(t, "import os; os.sync(); os.sync()")
+	wantStatus(t, r, result.StatusOK)
+	if after := dirty(); after < before/2 {
+		t.Fatalf("the run's sync() wrote back the host's data: Dirty %d kB → %d kB", before, after)
+	}
+}
+
+// The host's Debian packages that reach their libraries through
+// /etc/alternatives (numpy: BLAS, LAPACK) import and work in the default
+// root. scripts/deps installs python3-numpy.
+func TestNumpyInDefaultRoot(t *testing.T) {
+	r := py(t, "import numpy as np\na = np.arange(6.0).reshape(2, 3)\nprint((a @ a.T).tolist(), np.linalg.inv(np.array([[2.0, 0], [0, 4]])).tolist())",
+		"--rootfs", "", "--mem", "512M")
+	wantStatus(t, r, result.StatusOK)
+	if strings.TrimSpace(r.Stdout) != "[[5.0, 14.0], [14.0, 50.0]] [[0.5, 0.0], [0.0, 0.25]]" {
+		t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+	}
+}
+
+// The program's rlimits are microbox's own, not inherited.
+func TestRlimitsExplicit(t *testing.T) {
+	r := py(t, "import resource as r; print(*[r.getrlimit(x) for x in (r.RLIMIT_NOFILE, r.RLIMIT_SIGPENDING, r.RLIMIT_MSGQUEUE)])",
+		"--nofile", "64")
+	wantStatus(t, r, result.StatusOK)
+	if got := strings.TrimSpace(r.Stdout); got != "(64, 64) (1024, 1024) (819200, 819200)" {
+		t.Fatalf("rlimits %q", got)
+	}
+}
