@@ -67,7 +67,7 @@ func TestConditionalRules(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		args    []int                 // the arguments the rules look at
+		args    []int                  // the arguments the rules look at
 		allowed func(a [6]uint64) bool // else EPERM
 	}{
 		{"clone", []int{0}, func(a [6]uint64) bool { return a[0]&nsFlags == 0 }},
