@@ -85,8 +85,10 @@ func SameOptions(a, b *Options) bool {
 }
 
 // runPrefix starts the name of every group microbox creates for a run; GC
-// relies on it to find stale ones and never touches any other name.
-const runPrefix = "microbox-run-"
+// relies on it to find stale ones and never touches any other name. (Runs
+// of microbox releases before the owner lock had "microbox-run-": those
+// groups are left alone, since nothing can prove their owner dead.)
+const runPrefix = "microbox-jail-"
 
 const mountRoot = "/sys/fs/cgroup"
 
@@ -107,17 +109,23 @@ func New(opts Options) (Run, error) {
 	if p := opts.Parent; p != "" && (!path.IsAbs(p) || path.Clean(p) != p) {
 		return nil, field.Errorf("CgroupParent", "{CgroupParent} %q: give the group's absolute, clean path inside the hierarchy, e.g. /system.slice/eval.service", p)
 	}
-	// pid-time-random: unique even for concurrent runs of one process.
-	name := fmt.Sprintf("%s%d-%d-%08x", runPrefix, os.Getpid(), time.Now().UnixNano(), rand.Uint32())
-	var r Run
-	var err error
+	newRun := newV2
 	switch HostMode() {
 	case ModeV2:
-		r, err = newV2(name, opts)
 	case ModeV1:
-		r, err = newV1(name, opts)
+		newRun = newV1
 	default:
 		return nil, field.Errorf("NoCgroup", "no usable cgroup hierarchy: neither %s/cgroup.controllers (v2) nor a v1 memory hierarchy exists; pass {NoCgroup} to run without limits", mountRoot)
+	}
+	var r Run
+	var err error
+	for try := 0; try < 3; try++ {
+		// pid-random: unique even for concurrent runs of one process; the
+		// pid is for people, GC goes by the owner lock.
+		r, err = newRun(fmt.Sprintf("%s%d-%016x", runPrefix, os.Getpid(), rand.Uint64()), opts)
+		if !errors.Is(err, errTaken) {
+			break
+		}
 	}
 	if errors.Is(err, fs.ErrPermission) {
 		err = field.Errorf("CgroupParent", "%v; as uid %d microbox may not create cgroups here: run it as root, or delegate a cgroup v2 subtree to this user (systemd Delegate=yes) and pass it as {CgroupParent}, or pass {NoCgroup} to run without memory, CPU and pids limits", err, os.Geteuid())
@@ -125,16 +133,51 @@ func New(opts Options) (Run, error) {
 	return r, err
 }
 
-// ownerAlive reports whether the microbox process that made the run group
-// called name may still be running; GC leaves such groups alone.
-func ownerAlive(name string) bool {
-	rest := strings.TrimPrefix(name, runPrefix)
-	pid, _, ok := strings.Cut(rest, "-")
-	if !ok {
+// errTaken says a GC took a new group between its mkdir and its owner's
+// lock (the group is unlocked for that instant): New tries another name.
+var errTaken = errors.New("taken by a collection of stale groups")
+
+// lockOwner opens a run group's directory and takes its owner lock, an
+// exclusive flock the run's microbox holds until the group is removed.
+// Its maker locks a group right after the mkdir, before it writes any
+// limit; if a GC got there first (the lock is held, or the group already
+// gone), the error is errTaken.
+// The lock, not a pid in the name, is how GC tells a live owner from a
+// dead one: it holds in any PID namespace (a microbox in a container or
+// under unshare --pid has a pid this /proc does not show, or shows as
+// another process), whatever became of the pid, and is gone with a
+// zombie's descriptors. It returns the locked descriptor.
+func lockOwner(dir string) (int, error) {
+	fd, err := openFile(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, fmt.Errorf("lock cgroup %s: %w", dir, errTaken)
+	}
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		if err == unix.EWOULDBLOCK {
+			return -1, fmt.Errorf("lock cgroup %s: %w", dir, errTaken)
+		}
+		return -1, &fs.PathError{Op: "lock", Path: dir, Err: err}
+	}
+	return fd, nil
+}
+
+// Orphaned reports whether the run group at dir has lost its owner: a
+// group left behind, for tests and reports to find.
+func Orphaned(dir string) bool {
+	fd, err := lockOwner(dir)
+	if err != nil {
 		return false
 	}
-	return fileExists(filepath.Join("/proc", pid))
+	unix.Close(fd)
+	return true
 }
+
+// IsRunGroup reports whether name is that of a run group microbox made.
+func IsRunGroup(name string) bool { return strings.HasPrefix(name, runPrefix) }
 
 // retryRemove removes a cgroup directory; the kernel can answer EBUSY for a
 // moment after the last task exited, so it retries for about a second.
@@ -276,24 +319,43 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// staleRuns lists run groups directly under dir whose owner is gone.
-func staleRuns(dir string) []string {
+// collectStale removes the run groups directly under dir whose owner is
+// gone, killing what is left in them with kill (given the group's
+// directory), and returns those it removed.
+func collectStale(dir string, kill func(group string) error) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var stale []string
+	var removed []string
+	var errs []error
 	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), runPrefix) && !ownerAlive(e.Name()) {
-			stale = append(stale, filepath.Join(dir, e.Name()))
+		if !e.IsDir() || !IsRunGroup(e.Name()) {
+			continue
 		}
+		group := filepath.Join(dir, e.Name())
+		fd, err := lockOwner(group)
+		if err != nil {
+			continue // its owner lives
+		}
+		if err := kill(group); err != nil {
+			errs = append(errs, err)
+		}
+		if err := retryRemove(group); err != nil {
+			errs = append(errs, err)
+		} else {
+			removed = append(removed, group)
+		}
+		unix.Close(fd)
 	}
-	return stale
+	return removed, errors.Join(errs...)
 }
 
 // GC removes run groups left behind by microbox processes that died before
 // they could clean up (e.g. killed with SIGKILL mid-run), killing any
-// process still inside them. It returns the groups it removed.
+// process still inside them. It returns the groups it removed. A group is
+// left behind when its owner lock is free (lockOwner); a group whose
+// owner cannot be proved dead is never touched.
 func GC(parent string) ([]string, error) {
 	switch HostMode() {
 	case ModeV2:

@@ -7,10 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestReadKey(t *testing.T) {
@@ -24,17 +25,36 @@ func TestReadKey(t *testing.T) {
 	}
 }
 
-// GC removes only run groups whose microbox is gone, and nothing else.
-func TestStaleRuns(t *testing.T) {
+// GC removes only run groups whose owner lock is free, and nothing else.
+func TestCollectStale(t *testing.T) {
 	dir := t.TempDir()
-	dead := runPrefix + "999999999-1-00000000" // no such pid
-	live := runPrefix + strconv.Itoa(os.Getpid()) + "-1-00000000"
-	for _, d := range []string{dead, live, "microbox-supervisor", "someone-else"} {
-		os.Mkdir(filepath.Join(dir, d), 0o755)
+	groups := map[string]bool{ // name: removed
+		runPrefix + "1-dead": true, runPrefix + "2-live": false,
+		"microbox-supervisor": false, "someone-else": false, "microbox-run-4-1-0": false,
 	}
-	stale := staleRuns(dir)
-	if len(stale) != 1 || filepath.Base(stale[0]) != dead {
-		t.Fatalf("stale = %v, want only %s", stale, dead)
+	for name := range groups {
+		os.Mkdir(filepath.Join(dir, name), 0o755)
+	}
+	live, err := lockOwner(filepath.Join(dir, runPrefix+"2-live"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(live)
+	var killed []string
+	removed, err := collectStale(dir, func(group string) error {
+		killed = append(killed, filepath.Base(group))
+		return nil
+	})
+	if err != nil || len(removed) != 1 || filepath.Base(removed[0]) != runPrefix+"1-dead" || !slices.Equal(killed, []string{runPrefix + "1-dead"}) {
+		t.Fatalf("removed %v killed %v (%v), want only %s", removed, killed, err, runPrefix+"1-dead")
+	}
+	for name, gone := range groups {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err != nil) != gone {
+			t.Errorf("%s: gone %v, want %v", name, err != nil, gone)
+		}
+	}
+	if Orphaned(filepath.Join(dir, runPrefix+"2-live")) {
+		t.Error("a held lock reads as orphaned")
 	}
 }
 
@@ -44,6 +64,7 @@ func TestV1Settings(t *testing.T) {
 		{"memory", "memory.limit_in_bytes", "268435456"},
 		// memsw equal to the limit (no swap), and written after it.
 		{"memory", "memory.memsw.limit_in_bytes", "268435456"},
+		{"memory", "memory.kmem.tcp.limit_in_bytes", "268435456"},
 		{"pids", "pids.max", "64"},
 		{"cpu", "cpu.cfs_period_us", "100000"},
 		{"cpu", "cpu.cfs_quota_us", "50000"},

@@ -6,18 +6,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/microbox/microbox/field"
+	"golang.org/x/sys/unix"
 )
 
 // v1Run is a run's group on v1 (or hybrid) hosts: one directory in each of
 // the memory, pids, cpu and cpuacct hierarchies.
 type v1Run struct {
-	dirs map[string]string // absolute directory per hierarchy
+	dirs  map[string]string // absolute directory per hierarchy
+	locks []int             // each directory's owner lock (lockOwner)
 }
 
 // v1Controllers are the only hierarchies a run joins. Freezer, blkio,
@@ -51,9 +54,14 @@ func v1Settings(l Limits) []setting {
 	var s []setting
 	if l.Memory > 0 {
 		mem := strconv.FormatInt(l.Memory, 10)
-		// memsw equal to the limit: no swap on top of RAM.
+		// memsw equal to the limit: no swap on top of RAM. And the
+		// socket buffers: v1 counts them apart (kmem.tcp), only once
+		// a limit is written, and not against the memory limit; without
+		// one, a run's unread loopback connections pinned gigabytes of
+		// the host's memory and its shared tcp_mem.
 		s = append(s, setting{"memory", "memory.limit_in_bytes", mem},
-			setting{"memory", "memory.memsw.limit_in_bytes", mem})
+			setting{"memory", "memory.memsw.limit_in_bytes", mem},
+			setting{"memory", "memory.kmem.tcp.limit_in_bytes", mem})
 	}
 	if l.Pids > 0 {
 		s = append(s, setting{"pids", "pids.max", strconv.FormatInt(l.Pids, 10)})
@@ -97,9 +105,20 @@ func newV1(name string, opts Options) (Run, error) {
 	var made []string
 	for _, sub := range v1Controllers {
 		dir, err := v1Mkdir(mountRoot, sub, parents, name, made)
+		if err == nil && !slices.Contains(made, dir) {
+			var lock int
+			if lock, err = lockOwner(dir); err == nil {
+				r.locks = append(r.locks, lock)
+				made = append(made, dir)
+			} else if errors.Is(err, errTaken) {
+				r.Remove()
+				return nil, err
+			} else {
+				retryRemove(dir)
+			}
+		}
 		if err == nil {
 			r.dirs[sub] = dir
-			made = append(made, dir)
 			continue
 		}
 		if v1Needed(sub, lim) {
@@ -222,7 +241,8 @@ func (r *v1Run) Usage() (Usage, error) {
 	return u, errors.Join(errs...)
 }
 
-// Remove deletes the group from every hierarchy it was made in.
+// Remove deletes the group from every hierarchy it was made in, then
+// lets go of the owner locks.
 func (r *v1Run) Remove() error {
 	var errs []error
 	for sub, dir := range r.dirs {
@@ -232,6 +252,11 @@ func (r *v1Run) Remove() error {
 		}
 		delete(r.dirs, sub)
 	}
+	// A group that would not go is GC's to take once the locks are free.
+	for _, fd := range r.locks {
+		unix.Close(fd)
+	}
+	r.locks = nil
 	return errors.Join(errs...)
 }
 
@@ -243,14 +268,10 @@ func gcV1(parent string) ([]string, error) {
 	var removed []string
 	var errs []error
 	for sub, p := range parents {
-		for _, dir := range staleRuns(filepath.Join(mountRoot, sub, p)) {
-			errs = append(errs, killProcs(filepath.Join(dir, "cgroup.procs")))
-			if err := retryRemove(dir); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			removed = append(removed, dir)
-		}
+		done, err := collectStale(filepath.Join(mountRoot, sub, p), func(group string) error {
+			return killProcs(filepath.Join(group, "cgroup.procs"))
+		})
+		removed, errs = append(removed, done...), append(errs, err)
 	}
 	return removed, errors.Join(errs...)
 }

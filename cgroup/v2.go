@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/microbox/microbox/field"
@@ -66,16 +65,19 @@ func newV2(name string, opts Options) (Run, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup v2 %s: %w", dir, err)
 	}
-	r := &v2Run{dir: dir}
+	fd, err := lockOwner(dir)
+	if err != nil {
+		if !errors.Is(err, errTaken) {
+			retryRemove(dir)
+		}
+		return nil, err
+	}
+	r := &v2Run{dir: dir, fd: os.NewFile(uintptr(fd), dir)}
 	for _, s := range settings {
 		if err := r.apply(s); err != nil {
 			r.Remove()
 			return nil, err
 		}
-	}
-	if r.fd, err = os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
-		r.Remove()
-		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
 	}
 	return r, nil
 }
@@ -272,11 +274,13 @@ func (r *v2Run) Usage() (Usage, error) {
 	return u, nil
 }
 
+// Remove deletes the group, then lets go of its owner lock.
 func (r *v2Run) Remove() error {
+	err := retryRemove(r.dir)
 	if r.fd != nil {
 		r.fd.Close()
 	}
-	return retryRemove(r.dir)
+	return err
 }
 
 func gcV2(parent string) ([]string, error) {
@@ -287,18 +291,8 @@ func gcV2(parent string) ([]string, error) {
 		}
 		parent = strings.TrimSuffix(own, "/"+supervisorLeaf)
 	}
-	var removed []string
-	var errs []error
-	for _, dir := range staleRuns(filepath.Join(mountRoot, parent)) {
-		writeFile(filepath.Join(dir, "cgroup.kill"), "1")
-		if err := killProcs(filepath.Join(dir, "cgroup.procs")); err != nil {
-			errs = append(errs, err)
-		}
-		if err := retryRemove(dir); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		removed = append(removed, dir)
-	}
-	return removed, errors.Join(errs...)
+	return collectStale(filepath.Join(mountRoot, parent), func(group string) error {
+		writeFile(filepath.Join(group, "cgroup.kill"), "1")
+		return killProcs(filepath.Join(group, "cgroup.procs"))
+	})
 }

@@ -353,7 +353,7 @@ func waitForJails(t *testing.T, pid, n int) {
 func cgroupsOf(pid int) []string {
 	var mine []string
 	for _, p := range runCgroups() {
-		if strings.HasPrefix(filepath.Base(p), fmt.Sprintf("microbox-run-%d-", pid)) {
+		if strings.HasPrefix(filepath.Base(p), fmt.Sprintf("microbox-jail-%d-", pid)) {
 			mine = append(mine, p)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -515,11 +516,10 @@ func assertNoRunCgroups(t *testing.T) {
 func runCgroups() []string {
 	var found []string
 	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
-		if err != nil || !d.IsDir() || !strings.HasPrefix(d.Name(), "microbox-run-") {
+		if err != nil || !d.IsDir() || !cgroup.IsRunGroup(d.Name()) {
 			return nil
 		}
-		owner, _, _ := strings.Cut(strings.TrimPrefix(d.Name(), "microbox-run-"), "-")
-		if _, err := os.Stat("/proc/" + owner); err != nil {
+		if cgroup.Orphaned(p) {
 			found = append(found, p)
 		}
 		return filepath.SkipDir

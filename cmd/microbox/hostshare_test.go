@@ -150,3 +150,32 @@ func TestRlimitsExplicit(t *testing.T) {
 		t.Fatalf("rlimits %q", got)
 	}
 }
+
+// Socket buffers count against --mem: a run that fills loopback
+// connections it never reads cannot pin more of the host's memory than
+// its limit (on v1, through memory.kmem.tcp; before, 64M runs pinned
+// gigabytes and the host-wide tcp_mem).
+func TestSocketBuffersBounded(t *testing.T) {
+	r := py(t, `
+import socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(512)
+port = srv.getsockname()[1]
+total, conns, buf = 0, [], b"x" * 65536
+for i in range(200):
+    c = socket.create_connection(("127.0.0.1", port)); a, _ = srv.accept()
+    c.setblocking(False); conns += [c, a]
+    while True:
+        try:
+            total += c.send(buf)
+        except OSError:
+            break
+print(total >> 20)
+`, "--mem", "64M", "--timeout", "60s")
+	if r.Status == result.StatusMemory {
+		return // charged to the memory limit itself (cgroup v2)
+	}
+	wantStatus(t, r, result.StatusOK)
+	if mib, _ := strconv.Atoi(strings.TrimSpace(r.Stdout)); mib > 128 {
+		t.Fatalf("a 64M run queued %d MiB in unread socket buffers", mib)
+	}
+}

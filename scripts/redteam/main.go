@@ -51,6 +51,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/microbox/microbox/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,7 +65,7 @@ const (
 	tokenPrefix    = "MICROBOX-REDTEAM-CANARY-"
 	markerGlob     = "microbox-redteam-marker-*"
 	survivorPrefix = "mbxrt"
-	cgroupPrefix   = "microbox-run-"
+	cgroupPrefix   = "microbox-jail-"
 )
 
 // Output kept per stream. microbox caps each of the program's streams at
@@ -1289,7 +1290,7 @@ func (h *harness) leftoverCgroups(before *hostState) []string {
 			reasons = append(reasons, fmt.Sprintf("cgroup left by our run (microbox pid %d): %s", pid, d))
 		case before.cgroups[d]:
 			fmt.Printf("note: cgroup %s existed before the corpus ran\n", d)
-		case pid > 0 && processAlive(pid):
+		case !cgroup.Orphaned(d):
 			fmt.Printf("note: cgroup %s belongs to another live microbox (pid %d)\n", d, pid)
 		default:
 			reasons = append(reasons, "cgroup left by a dead microbox: "+d)
@@ -1298,7 +1299,7 @@ func (h *harness) leftoverCgroups(before *hostState) []string {
 	return reasons
 }
 
-// runCgroups finds directories named microbox-run-* anywhere under
+// runCgroups finds directories named microbox-jail-* anywhere under
 // /sys/fs/cgroup: every v1 hierarchy and the unified (v2) one.
 func runCgroups() []string {
 	var found []string
@@ -1315,7 +1316,7 @@ func runCgroups() []string {
 }
 
 // cgroupOwner is the microbox pid in a run group's name
-// (microbox-run-PID-NANOS), or 0.
+// (microbox-jail-PID-RANDOM), or 0.
 func cgroupOwner(dir string) int {
 	rest := strings.TrimPrefix(filepath.Base(dir), cgroupPrefix)
 	pid, _, _ := strings.Cut(rest, "-")

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/microbox/microbox/cgroup"
 )
 
 const (
@@ -206,7 +208,7 @@ func (l *liveRun) kill() {
 func runGroups() []string {
 	var found []string
 	filepath.WalkDir(cgroupRoot, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "microbox-run-") {
+		if err == nil && d.IsDir() && cgroup.IsRunGroup(d.Name()) {
 			found = append(found, strings.TrimPrefix(p, cgroupRoot))
 		}
 		return nil
