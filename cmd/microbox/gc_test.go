@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/microbox/microbox/result"
+)
+
+// freeHostPid is a pid no process has on the host.
+func freeHostPid(t *testing.T) int {
+	for p := 40000; p < 60000; p++ {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err != nil {
+			return p
+		}
+	}
+	t.Fatal("no free pid")
+	return 0
+}
+
+// groupsOf lists the run groups, live or not, of the microbox process
+// pid (as its namespace numbers it).
+func groupsOf(pid int) []string {
+	var found []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), fmt.Sprintf("microbox-jail-%d-", pid)) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
+}
+
+// waitGroups waits until the microbox process pid has a run group.
+func waitGroups(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if len(groupsOf(pid)) > 0 {
+			return
+		}
+	}
+	t.Fatalf("microbox pid %d made no run group", pid)
+}
+
+// A run of a microbox in another PID namespace (a container, unshare
+// --pid) sharing the cgroup parent survives a collection from this one,
+// though the pid in its group's name means nothing here.
+func TestGCSparesOtherPIDNamespace(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare(1)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for unshare --pid")
+	}
+	pid := freeHostPid(t)
+	// In the new namespace, the shell's first child gets pid `pid`: one
+	// this /proc does not show, as a container's would be.
+	script := fmt.Sprintf(`echo %d > /proc/sys/kernel/ns_last_pid && %s exec --json -c 'import time; time.sleep(3); print("survived")'`, pid-1, microbox)
+	inner := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script)
+	inner.Env = append(os.Environ(), socketEnv+"=")
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := inner.Output()
+		out <- b
+	}()
+	waitGroups(t, pid)
+	if o, code := runMicrobox(t, "", "gc"); code != 0 {
+		t.Fatalf("gc exit %d: %s", code, o)
+	}
+	var r result.Result
+	b := <-out
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("inner run: %v: %s", err, b)
+	}
+	if r.Status != result.StatusOK || r.Stdout != "survived\n" {
+		t.Fatalf("the other namespace's run: status %s error %v stdout %q", r.Status, deref(r.Error), r.Stdout)
+	}
+	assertNoRunCgroups(t)
+}
+
+// A microbox killed and left unreaped (a zombie) owns nothing: its group
+// is collected.
+func TestGCCollectsZombieOwner(t *testing.T) {
+	// The shell starts microbox, then becomes a sleep that never reaps it.
+	sh := exec.Command("sh", "-c", microbox+` exec -c 'import time; time.sleep(60)' & exec sleep 30`)
+	sh.Env = append(os.Environ(), socketEnv+"=")
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sh.Process.Kill()
+		sh.Wait()
+	}()
+	var mb int
+	for deadline := time.Now().Add(10 * time.Second); mb == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", sh.Process.Pid, sh.Process.Pid))
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			mb, _ = strconv.Atoi(f[0])
+		}
+	}
+	if mb == 0 {
+		t.Fatal("found no microbox under the shell")
+	}
+	waitGroups(t, mb)
+	syscall.Kill(mb, syscall.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", mb))
+		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("microbox %d did not become a zombie: %q", mb, stat)
+		}
+	}
+	if o, code := runMicrobox(t, "", "gc"); code != 0 {
+		t.Fatalf("gc exit %d: %s", code, o)
+	}
+	if left := groupsOf(mb); len(left) > 0 {
+		t.Fatalf("the zombie's groups survived gc: %v", left)
+	}
+}
