@@ -28,8 +28,10 @@
 //   "ready"                              PID 1 is in its namespaces, as
 //                                        their root, and reads the run's part
 //   "start <monotonic ns>"               the program's execve succeeded
-//   "exit <wait status> <monotonic ns> <cpu µs> <max rss KiB>"
-//                                        the program (pid 2) ended
+//   "exit <wait status> <monotonic ns> <cpu µs> <max rss KiB> [wall]"
+//                                        the program (pid 2) ended; "wall"
+//                                        when PID 1 killed it at the
+//                                        program's wall-clock limit
 //
 // Why an init at all: the program must not be PID 1 of its namespace, where
 // the kernel drops signals that have no handler (a SIGSEGV it raises on itself
@@ -62,6 +64,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -99,6 +102,7 @@ struct program {
 	int has_seccomp;
 	struct { int res; struct rlimit lim; } rlimits[16];
 	int nrlimits;
+	uint64_t timeout_ns; // the wall-clock limit from execve; 0: none
 };
 
 static int trace;
@@ -416,6 +420,8 @@ static void collect(struct arg *a, int n, struct program *prog)
 		prog->seccomp.len = a[1].len / sizeof(struct sock_filter);
 		prog->seccomp.filter = (struct sock_filter *)a[1].p;
 		prog->has_seccomp = 1;
+	} else if (!strcmp(op, "timeout") && n == 2) { // ns from the program's start
+		prog->timeout_ns = strtoull(a[1].p, NULL, 10);
 	} else if (!strcmp(op, "rlimit") && n == 4) { // resource soft hard
 		if (prog->nrlimits == 16)
 			die("plan: too many rlimits");
@@ -686,6 +692,35 @@ static pid_t spawn_program(struct program *prog, int errpipe[2])
 	return clone(program_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 }
 
+// PID 1 enforces the wall-clock limit itself, as well as the supervisor:
+// a supervisor that is stopped (SIGSTOP), starved or swapped out must not
+// stretch a run's time. When the program's time is up, SIGALRM interrupts
+// PID 1's wait, and PID 1 kills every other process of its namespace.
+static volatile sig_atomic_t deadline_passed;
+
+static void on_deadline(int sig)
+{
+	deadline_passed = 1;
+}
+
+// arm_deadline starts the timer for the program's timeout; SIGALRM must
+// interrupt wait4, so its handler is installed without SA_RESTART.
+static void arm_deadline(uint64_t timeout_ns)
+{
+	if (timeout_ns == 0)
+		return;
+	struct sigaction sa = { .sa_handler = on_deadline };
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) < 0)
+		die("install the deadline's handler");
+	struct itimerval it = { .it_value = {
+		.tv_sec = timeout_ns / 1000000000ull,
+		.tv_usec = (timeout_ns % 1000000000ull) / 1000 + 1,
+	} };
+	if (setitimer(ITIMER_REAL, &it, NULL) < 0)
+		die("set the deadline");
+}
+
 // jail_init is PID 1 of the new namespaces: it waits for the supervisor's
 // go, builds the jail, waits for its run, starts the program, reports and
 // reaps. It never returns.
@@ -747,15 +782,21 @@ static void jail_init(const struct jail *j)
 		exec_failed(prog.path, err);
 	close(errpipe[0]);
 	status("start %llu", (unsigned long long)now_ns());
+	arm_deadline(prog.timeout_ns);
 	// Init keeps no end of the program's pipes: EOF on them is the program's.
 	close(0);
 	close(1);
 	close(2);
 
+	int killed = 0;
 	for (;;) {
 		int st;
 		struct rusage ru;
 		pid_t pid = wait4(-1, &st, __WALL, &ru);
+		if (deadline_passed && !killed) {
+			kill(-1, SIGKILL); // every process of the namespace but PID 1
+			killed = 1;
+		}
 		if (pid < 0 && errno == EINTR)
 			continue;
 		if (pid < 0)
@@ -764,8 +805,10 @@ static void jail_init(const struct jail *j)
 			unsigned long long cpu_us =
 				(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
 				ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-			status("exit %d %llu %llu %ld", st, (unsigned long long)now_ns(),
-			       cpu_us, ru.ru_maxrss);
+			// "wall" when the program's end is PID 1's own kill for the
+			// deadline.
+			status("exit %d %llu %llu %ld%s", st, (unsigned long long)now_ns(),
+			       cpu_us, ru.ru_maxrss, killed ? " wall" : "");
 			// Returning from PID 1 ends the namespace: the kernel kills
 			// whatever the program left behind.
 			_exit(0);

@@ -309,6 +309,8 @@ func (p *plan) program(s *Spec, ids idMapping, seccompBPF []byte) {
 	} else {
 		p.step("user", num(ids.programUID), num(ids.programGID), "1")
 	}
+	// PID 1 holds the wall-clock limit too (init.c: arm_deadline).
+	p.step("timeout", num(s.Timeout.Nanoseconds()))
 	p.step("rlimit", num(unix.RLIMIT_CORE), "0", "0") // no core files
 	rl := s.Rlimits.withDefaults()
 	for _, r := range []struct {

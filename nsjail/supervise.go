@@ -437,6 +437,11 @@ func (sv *supervisor) record(ev event) {
 		sv.cpuUsec = ns(2)
 		sv.maxRSSKiB = ns(3)
 		sv.gotExit = true
+		if len(ev.args) > 4 && ev.args[4] == result.LimitWall && sv.killedFor == "" {
+			// PID 1 held the wall-clock limit itself (the supervisor
+			// was not scheduled in time).
+			sv.killedFor = result.LimitWall
+		}
 		sv.markAt("exited", sv.exited)
 	}
 }

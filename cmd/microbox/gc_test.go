@@ -127,3 +127,41 @@ func TestGCCollectsZombieOwner(t *testing.T) {
 		t.Fatalf("the zombie's groups survived gc: %v", left)
 	}
 }
+
+// The wall-clock limit holds while the supervisor is stopped (SIGSTOP),
+// in-process and in a server: the jail's PID 1 keeps its own deadline.
+func TestStoppedSupervisorKeepsTimeout(t *testing.T) {
+	// run stops the process stopped(cmd) names while cmd's program runs.
+	run := func(t *testing.T, socket string, stopped func(*exec.Cmd) int) {
+		cmd := exec.Command(microbox, "exec", "--json", "--timeout", "1s", "-c", "while True: pass")
+		cmd.Env = append(os.Environ(), socketEnv+"="+socket)
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		pid := stopped(cmd)
+		syscall.Kill(pid, syscall.SIGSTOP)
+		time.Sleep(3 * time.Second)
+		syscall.Kill(pid, syscall.SIGCONT)
+		cmd.Wait()
+		var r result.Result
+		if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+			t.Fatalf("%v: %q", err, out.String())
+		}
+		if r.Status != result.StatusTimeout || r.Limit != result.LimitWall {
+			t.Fatalf("status %s limit %q error %v, want a wall timeout", r.Status, r.Limit, deref(r.Error))
+		}
+		if r.WallTimeMs > 1100 || (r.CPUTimeMs != nil && *r.CPUTimeMs > 1100) {
+			t.Fatalf("a 1 s limit ran %.0f ms of wall time and %.0f ms of CPU while the supervisor was stopped", r.WallTimeMs, deref(r.CPUTimeMs))
+		}
+	}
+	t.Run("in-process", func(t *testing.T) {
+		run(t, "", func(cmd *exec.Cmd) int { return cmd.Process.Pid })
+	})
+	t.Run("server", func(t *testing.T) {
+		socket, pid := testServer(t, "--warm", "0")
+		run(t, socket, func(*exec.Cmd) int { return pid })
+	})
+}
