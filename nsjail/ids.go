@@ -9,22 +9,23 @@ import (
 
 // idMapping says how the jail's user ids relate to the host's.
 //
-// As root, the jail's ids 0..65535 map to an unprivileged host range
-// starting at HostIDBase: the init is the jail's root (it needs its
-// capabilities in the namespace to mount), the program runs as ProgramUID,
-// and neither is ever root on the host. As another user, only that user's
-// own id can be mapped, so the jail's root is the caller, and the program
-// gets a nested user namespace in which it is ProgramUID.
+// As root, the jail's ids 0..65535 map to an unprivileged host range of
+// the jail's own (a uid slot, slots.go) above HostIDBase: the init is the
+// jail's root (it needs its capabilities in the namespace to mount), the
+// program runs as ProgramUID, and neither is ever root on the host. As
+// another user, only that user's own id can be mapped, so the jail's root
+// is the caller, and the program gets a nested user namespace in which it
+// is ProgramUID; rootless jails share the caller's per-user quotas.
 type idMapping struct {
 	rootless               bool
 	hostUID, hostGID, size int // what the jail's id 0 maps to, and how many
 	programUID, programGID int
 }
 
-// HostIDBase is the first host uid/gid of the range a root-run jail uses.
-// It is far above the ids that distributions hand out (and above
-// /etc/subuid's usual 100000+ ranges), so no host file or process is owned
-// by any of them.
+// HostIDBase is the first host uid/gid of the ranges root-run jails use
+// (one per jail: slots.go). It is far above the ids that distributions
+// hand out (and above /etc/subuid's usual 100000+ ranges), so no host file
+// or process is owned by any of them.
 const HostIDBase = 1 << 30
 
 // ProgramUID is the user the program runs as inside the jail.
@@ -37,6 +38,22 @@ func hostIDs() idMapping {
 	}
 	return idMapping{rootless: true, hostUID: os.Geteuid(), hostGID: os.Getegid(), size: 1,
 		programUID: ProgramUID, programGID: ProgramUID}
+}
+
+// inSlot is the mapping of a root-run jail that holds uid slot n.
+func (m idMapping) inSlot(n int) idMapping {
+	m.hostUID = HostIDBase + n*slotSize
+	m.hostGID = m.hostUID
+	return m
+}
+
+// owner is the host uid that creates the jail's user namespace: the
+// jail's root's own, or "" for the caller (rootless).
+func (m idMapping) creator() string {
+	if m.rootless {
+		return ""
+	}
+	return num(m.hostUID)
 }
 
 // maps are the contents of the jail's uid_map and gid_map.

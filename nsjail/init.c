@@ -47,6 +47,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <linux/securebits.h>
 #include <net/if.h>
 #include <poll.h>
 #include <signal.h>
@@ -621,10 +622,11 @@ static struct step *read_steps(size_t *count)
 	return parse_plan(plan, plan + len, count);
 }
 
-// How the spawner creates a jail: its namespaces and id maps.
+// How the spawner creates a jail: its namespaces, id maps, and the host
+// uid that creates (owns) its user namespace ("": the spawner's own).
 struct jail {
 	unsigned long clone_flags;
-	const char *uid_map, *gid_map, *setgroups;
+	const char *uid_map, *gid_map, *setgroups, *owner;
 };
 
 // become_jail_root runs in the jail's PID 1 once its id maps are written:
@@ -824,35 +826,39 @@ static void jail_init(const struct jail *j)
 // and kills it directly, and the spawner keeps no state between requests.
 //
 // Request, one SOCK_SEQPACKET message on fd 3 (integers little-endian):
-//   u64 clone flags, then uid_map, gid_map and setgroups, each ending in NUL;
+//   u64 clone flags, then uid_map, gid_map, setgroups, owner and extras,
+//   each ending in NUL; owner is the host uid the jail's user namespace is
+//   created as ("": the spawner's), extras names the optional descriptors
+//   that follow the six, in order: 'c' the run's cgroup v2 directory
+//   (CLONE_INTO_CGROUP), 'l' a lock PID 1 holds for its life (LOCK_FD);
 //   SCM_RIGHTS: PID 1's stdin, stdout, stderr, plan, status and sync, then
-//   optionally the run's cgroup v2 directory (CLONE_INTO_CGROUP).
+//   the extras.
 // Reply: i32 pid of PID 1 (0: none), then an error message (empty: none).
 // The spawner ends at EOF on its socket.
 
 #define SPAWN_FDS 6 // PID 1's descriptors 0 to 5
+#define LOCK_FD 6   // PID 1's lock, if the request has one
+#define MAX_EXTRA_FDS 2
 #define MAX_REQUEST 4096
 
 struct request {
 	struct jail jail;
-	int fds[SPAWN_FDS + 1];
+	int fds[SPAWN_FDS + MAX_EXTRA_FDS];
 	int nfds;
 	int cgroup_fd; // -1: clone into the spawner's cgroup
+	int lock_fd;   // -1: none
 };
 
 // parse_request checks a request's shape; its strings point into buf.
 static const char *parse_request(char *buf, size_t n, struct request *req)
 {
-	if (req->nfds != SPAWN_FDS && req->nfds != SPAWN_FDS + 1)
-		return "request with the wrong number of descriptors";
-	req->cgroup_fd = req->nfds == SPAWN_FDS + 1 ? req->fds[SPAWN_FDS] : -1;
 	if (n < 8 || buf[n - 1] != 0)
 		return "malformed request";
 	uint64_t flags;
 	memcpy(&flags, buf, 8);
 	req->jail.clone_flags = flags;
-	const char *s[3], *p = buf + 8, *end = buf + n;
-	for (int i = 0; i < 3; i++) {
+	const char *s[5], *p = buf + 8, *end = buf + n;
+	for (int i = 0; i < 5; i++) {
 		if (p >= end)
 			return "malformed request";
 		s[i] = p;
@@ -863,23 +869,39 @@ static const char *parse_request(char *buf, size_t n, struct request *req)
 	req->jail.uid_map = s[0];
 	req->jail.gid_map = s[1];
 	req->jail.setgroups = s[2];
+	req->jail.owner = s[3];
+	const char *extras = s[4];
+	if (req->nfds != SPAWN_FDS + (int)strlen(extras))
+		return "request with the wrong number of descriptors";
+	req->cgroup_fd = req->lock_fd = -1;
+	for (int i = 0; extras[i]; i++) {
+		int fd = req->fds[SPAWN_FDS + i];
+		if (extras[i] == 'c' && req->cgroup_fd < 0)
+			req->cgroup_fd = fd;
+		else if (extras[i] == 'l' && req->lock_fd < 0)
+			req->lock_fd = fd;
+		else
+			return "malformed request";
+	}
 	return NULL;
 }
 
 // become_pid1 runs in the clone: it puts the request's descriptors at 0 to
-// 5, closes every other (the spawner's socket among them) and is PID 1.
+// 5 (and its lock at LOCK_FD), closes every other (the spawner's socket
+// among them) and is PID 1.
 static void become_pid1(struct request *req)
 {
-	int high[SPAWN_FDS];
-	for (int i = 0; i < SPAWN_FDS; i++) {
-		high[i] = fcntl(req->fds[i], F_DUPFD, 16);
+	int high[SPAWN_FDS + 1];
+	int n = req->lock_fd >= 0 ? SPAWN_FDS + 1 : SPAWN_FDS;
+	for (int i = 0; i < n; i++) {
+		high[i] = fcntl(i < SPAWN_FDS ? req->fds[i] : req->lock_fd, F_DUPFD, 16);
 		if (high[i] < 0)
 			_exit(125);
 	}
-	for (int i = 0; i < SPAWN_FDS; i++)
+	for (int i = 0; i < n; i++)
 		if (dup2(high[i], i) < 0)
 			_exit(125);
-	close_fds_from(SPAWN_FDS);
+	close_fds_from(n);
 	jail_init(&req->jail);
 }
 
@@ -907,9 +929,30 @@ static pid_t spawn_jail(struct request *req, char *err, size_t errlen)
 		args.flags |= 0x200000000ULL; // CLONE_INTO_CGROUP
 		args.cgroup = req->cgroup_fd;
 	}
+	// The jail's user namespace is created by its own unprivileged host
+	// uid, not by root: the kernel charges what the jail queues and holds
+	// per user (pending signals, message queues, locked memory) to the
+	// namespace's creator as well, and root's count is the host's. The
+	// spawner keeps its capabilities meanwhile (SECBIT_NO_SETUID_FIXUP):
+	// the clone into the run's cgroup needs them.
+	uid_t owner = 0;
+	int as_owner = *req->jail.owner != 0;
+	if (as_owner) {
+		char *end;
+		errno = 0;
+		owner = strtoul(req->jail.owner, &end, 10);
+		if (errno || *end || setresuid(-1, owner, -1) < 0) {
+			snprintf(err, errlen, "create the jail as uid %s: %s", req->jail.owner, strerror(errno ? errno : EINVAL));
+			return 0;
+		}
+	}
 	pid_t pid = syscall(SYS_clone3, &args, sizeof args);
 	if (pid == 0)
 		become_pid1(req); // never returns
+	int clone_err = errno;
+	if (as_owner && setresuid(-1, 0, -1) < 0)
+		_exit(125); // a spawner that cannot be root again must not serve on
+	errno = clone_err;
 	if (pid < 0) {
 		snprintf(err, errlen, "clone the jail's namespaces: %s (if user namespaces are disabled: "
 			 "sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, "
@@ -941,7 +984,7 @@ static void spawner_main(void) __attribute__((noreturn));
 static void spawner_main(void)
 {
 	static char buf[MAX_REQUEST];
-	char control[CMSG_SPACE(sizeof(int) * (SPAWN_FDS + 2))];
+	char control[CMSG_SPACE(sizeof(int) * (SPAWN_FDS + MAX_EXTRA_FDS + 1))];
 	// Jails start from a clean signal state whatever microbox inherited
 	// from its caller: none blocked, none ignored (both would survive
 	// the program's execve, and an ignored SIGCHLD would make PID 1's
@@ -952,6 +995,11 @@ static void spawner_main(void)
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	for (int sig = 1; sig < NSIG; sig++)
 		sigaction(sig, &dfl, NULL); // fails, harmlessly, for KILL and STOP
+	// As root, jails are created by uids of their own (spawn_jail): keep
+	// the capabilities while the effective uid is one of them. A jail's
+	// PID 1 gets the default securebits back with its user namespace.
+	if (geteuid() == 0 && prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
+		_exit(125);
 	for (;;) {
 		struct iovec iov = { buf, sizeof buf };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
@@ -969,7 +1017,7 @@ static void spawner_main(void)
 			int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 			int *fds = (int *)CMSG_DATA(c);
 			for (int i = 0; i < k; i++) {
-				if (req.nfds < SPAWN_FDS + 1)
+				if (req.nfds < SPAWN_FDS + MAX_EXTRA_FDS)
 					req.fds[req.nfds++] = fds[i];
 				else {
 					close(fds[i]);

@@ -170,19 +170,31 @@ func stop(pid int, sock *os.File) error {
 	return nil
 }
 
-// spawnRequest is what the spawner needs to clone a PID 1: its namespaces
-// and id maps. Everything else PID 1 reads from its plan.
+// spawnRequest is what the spawner needs to clone a PID 1: its namespaces,
+// id maps, the host uid that creates them ("": the spawner's), and the
+// optional descriptors (init.c: the request's extras). Everything else
+// PID 1 reads from its plan.
 type spawnRequest struct {
-	flags                     uint64
-	uidMap, gidMap, setgroups string
+	flags                            uint64
+	uidMap, gidMap, setgroups, owner string
+	cgroupFD, lockFD                 int // -1: none
 }
 
-func (r spawnRequest) encode() []byte {
+// encode is the request's message and the extras it names.
+func (r spawnRequest) encode() ([]byte, []int) {
+	var extras string
+	var fds []int
+	if r.cgroupFD >= 0 {
+		extras, fds = extras+"c", append(fds, r.cgroupFD)
+	}
+	if r.lockFD >= 0 {
+		extras, fds = extras+"l", append(fds, r.lockFD)
+	}
 	b := binary.LittleEndian.AppendUint64(nil, r.flags)
-	for _, s := range []string{r.uidMap, r.gidMap, r.setgroups} {
+	for _, s := range []string{r.uidMap, r.gidMap, r.setgroups, r.owner, extras} {
 		b = append(append(b, s...), 0)
 	}
-	return b
+	return b, fds
 }
 
 // errSpawnerGone says a request did not reach the spawner, which had died:
@@ -191,18 +203,17 @@ var errSpawnerGone = errors.New("the jail spawner is gone")
 
 // spawn asks for a PID 1 with descriptors files as its 0 to 5 (stdin,
 // stdout, stderr, plan, status, sync), cloned into the cgroup v2 directory
-// cgroupFD unless it is negative. It returns PID 1's pid, which the caller
-// must reap even when err is not nil (then it has been killed).
-func (sp *Spawner) spawn(req spawnRequest, files []int, cgroupFD int) (pid int, err error) {
-	if cgroupFD >= 0 {
-		files = append(files, cgroupFD)
-	}
+// req.cgroupFD unless it is negative. It returns PID 1's pid, which the
+// caller must reap even when err is not nil (then it has been killed).
+func (sp *Spawner) spawn(req spawnRequest, files []int) (pid int, err error) {
+	msg, extras := req.encode()
+	files = append(files[:len(files):len(files)], extras...)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.closed {
 		return 0, errors.New("start jail: the spawner is closed")
 	}
-	msg, oob := req.encode(), unix.UnixRights(files...)
+	oob := unix.UnixRights(files...)
 	for retried := false; ; retried = true {
 		if sp.pid == 0 { // it died during an earlier request
 			if err := sp.startLocked(); err != nil {

@@ -85,15 +85,20 @@ func TestSpawnerRefusesMalformedRequests(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	good := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny"}.encode()
+	good, _ := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: -1, lockFD: -1}.encode()
+	withCgroup, _ := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: 9, lockFD: -1}.encode()
 	for name, c := range map[string]struct {
 		msg []byte
 		fds []int
 	}{
-		"two descriptors":   {good, []int{int(r.Fd()), int(w.Fd())}},
-		"no strings":        {good[:8], fds6(r, w)},
-		"unterminated maps": {good[:len(good)-1], fds6(r, w)},
-		"short":             {[]byte{1, 2, 3}, fds6(r, w)},
+		"two descriptors":      {good, []int{int(r.Fd()), int(w.Fd())}},
+		"no strings":           {good[:8], fds6(r, w)},
+		"unterminated maps":    {good[:len(good)-1], fds6(r, w)},
+		"short":                {[]byte{1, 2, 3}, fds6(r, w)},
+		"an extra not sent":    {withCgroup, fds6(r, w)},
+		"an extra not named":   {good, append(fds6(r, w), int(r.Fd()))},
+		"an unknown extra":     {append(good[:len(good)-1], 'x', 0), append(fds6(r, w), int(r.Fd()))},
+		"the same extra twice": {append(withCgroup[:len(withCgroup)-1], 'c', 0), append(fds6(r, w), int(r.Fd()), int(r.Fd()))},
 	} {
 		sp.mu.Lock()
 		pid, err := sp.roundTrip(c.msg, unix.UnixRights(c.fds...))

@@ -22,7 +22,8 @@ type supervisor struct {
 	spec   *Spec
 	trace  bool
 	cg     cgroup.Run
-	pid    int // the jail's PID 1, our child; 0 until it is spawned
+	pid    int      // the jail's PID 1, our child; 0 until it is spawned
+	slot   *uidSlot // the jail's host uid range (root-run jails)
 	sp     *Spawner
 	pipes  *pipes
 	events <-chan event
@@ -93,19 +94,25 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 // descriptors 0 to 5, straight into the run's cgroup on v2.
 func (sv *supervisor) spawn(sp *Spawner) error {
 	sv.sp = sp
-	p := sv.pipes
 	ids := hostIDs()
-	req := spawnRequest{flags: namespaces, setgroups: "allow"}
-	req.uidMap, req.gidMap = ids.maps()
+	req := spawnRequest{flags: namespaces, setgroups: "allow", cgroupFD: -1, lockFD: -1}
 	if ids.rootless {
 		req.setgroups = "deny" // required before an unprivileged gid_map
+	} else {
+		slot, err := takeSlot()
+		if err != nil {
+			return fmt.Errorf("start jail: %w", err)
+		}
+		sv.slot = &slot
+		ids = ids.inSlot(slot.n)
+		req.lockFD = slot.fd // PID 1 holds the slot as long as it lives
 	}
-	files := p.jail[:]
-	cgroupFD := -1
+	req.uidMap, req.gidMap = ids.maps()
+	req.owner = ids.creator()
 	if sv.cg != nil {
-		cgroupFD = sv.cg.CloneFD()
+		req.cgroupFD = sv.cg.CloneFD()
 	}
-	pid, err := sp.spawn(req, files, cgroupFD)
+	pid, err := sp.spawn(req, sv.pipes.jail[:])
 	sv.pid = pid
 	return err
 }
@@ -170,6 +177,9 @@ func (sv *supervisor) timeline() []result.Phase {
 func (sv *supervisor) teardown() error {
 	sv.reap()
 	sv.pipes.closeAll()
+	if sv.slot != nil {
+		sv.slot.release()
+	}
 	if sv.cg == nil {
 		return nil
 	}

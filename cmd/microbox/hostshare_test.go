@@ -4,10 +4,14 @@ package main
 // and, where the harm would be on the host, from the host.
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/result"
 )
@@ -177,5 +181,58 @@ print(total >> 20)
 	wantStatus(t, r, result.StatusOK)
 	if mib, _ := strconv.Atoi(strings.TrimSpace(r.Stdout)); mib > 128 {
 		t.Fatalf("a 64M run queued %d MiB in unread socket buffers", mib)
+	}
+}
+
+// A run's queued signals are charged to its own host uid, not to host
+// root's: host root still queues signals while a run has queued all it
+// may (the jail's user namespace is created by the run's own uid).
+func TestSignalFloodSparesHostRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the host side of this test is root's quota")
+	}
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_SIGPENDING, &lim)
+	cmd := exec.Command(microbox, "exec", "--timeout", "30s", "--sigpending", strconv.FormatUint(lim.Max, 10), "-c", `
+import signal, sys, threading
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+n, me = 0, threading.get_ident()
+while True:
+    try:
+        signal.pthread_kill(me, signal.SIGRTMIN)  # queued, unlike kill's
+    except OSError:
+        break
+    n += 1
+print(n, flush=True)
+sys.stdin.read()
+`)
+	cmd.Env = append(os.Environ(), socketEnv+"=")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the run queued nothing: %v", err)
+	}
+	queued, _ := strconv.Atoi(strings.TrimSpace(line))
+	if queued < 1000 {
+		t.Fatalf("the run queued only %d signals", queued)
+	}
+	// Host root, meanwhile, queues signals of its own.
+	out, err := exec.Command("/usr/bin/python3", "-c", `
+import signal, threading
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+for i in range(100):
+    signal.pthread_kill(threading.get_ident(), signal.SIGRTMIN)
+print("ok")
+`).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("with %d signals queued in a run, host root could not queue one: %v %s", queued, err, out)
 	}
 }
