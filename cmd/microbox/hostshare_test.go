@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -234,5 +235,52 @@ print("ok")
 `).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
 		t.Fatalf("with %d signals queued in a run, host root could not queue one: %v %s", queued, err, out)
+	}
+}
+
+// Concurrent runs do not share per-user kernel quotas: a run that takes
+// its user's whole pipe-buffer quota leaves another run's pipes their
+// full size (each run's program has a host uid of its own).
+func TestRunsHaveQuotasOfTheirOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("rootless runs share the caller's uid, by the kernel's rules")
+	}
+	soft, err := os.ReadFile("/proc/sys/fs/pipe-user-pages-soft")
+	if err != nil || strings.TrimSpace(string(soft)) == "0" {
+		t.Skip("no per-user pipe quota on this kernel")
+	}
+	pages, _ := strconv.Atoi(strings.TrimSpace(string(soft)))
+	// Pipes of 1 MiB until the quota refuses one more (EPERM), then
+	// default ones past it.
+	hog := exec.Command(microbox, "exec", "--timeout", "30s", "--nofile", "4096", "-c", fmt.Sprintf(`
+import fcntl, os, sys
+pipes = [os.pipe() for i in range(%d)]
+for r, w in pipes:
+    try:
+        fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+    except PermissionError:
+        break
+pipes += [os.pipe() for i in range(32)]
+r, w = os.pipe()
+print("hogging", fcntl.fcntl(w, 1032), flush=True)  # F_GETPIPE_SZ
+sys.stdin.read()
+`, pages/256+8))
+	hog.Env = append(os.Environ(), socketEnv+"=")
+	stdin, _ := hog.StdinPipe()
+	stdout, _ := hog.StdoutPipe()
+	if err := hog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		hog.Wait()
+	}()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "hogging 8192\n" {
+		t.Fatalf("the hog did not use up its quota (its own new pipes are not cut to 8 KiB): %q %v", line, err)
+	}
+	r := py(t, "import fcntl, os\nr, w = os.pipe()\nprint(fcntl.fcntl(w, 1032))  # F_GETPIPE_SZ")
+	wantStatus(t, r, result.StatusOK)
+	if got := strings.TrimSpace(r.Stdout); got != "65536" {
+		t.Fatalf("beside a run holding its pipe quota, another run's pipe holds %s bytes, not 65536", got)
 	}
 }
