@@ -2,17 +2,29 @@
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test check unit redteam humaneval python-test test-v2 bench clean
+.PHONY: all build install test check unit redteam humaneval python-test test-v2 bench clean
 
 all: build
+
+# `microbox --version` prints these (cmd/microbox/version.go); outside a
+# git checkout the version is "dev". Override with make VERSION=...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+STAMP = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # A static binary starts faster (no dynamic loader, in the supervisor and
 # again in the jail's init, which is the same binary) and runs in a bare VM.
 # netgo/osusergo keep glibc's NSS out of it.
-STATIC = -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static" -s -w'
+STATIC = -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static" -s -w $(STAMP)'
 
 build:
 	$(GO) build $(STATIC) -o bin/microbox ./cmd/microbox
+
+# install: bin/microbox to $(DESTDIR)$(PREFIX)/bin (packagers set DESTDIR).
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/microbox $(DESTDIR)$(PREFIX)/bin/microbox
 
 # check: formatting and vet, cheap and first.
 check:

@@ -97,7 +97,7 @@ type HostFile struct {
 	Host, Path string
 }
 
-// Defaults are exec's defaults, documented in the README.
+// Defaults are exec's defaults, documented in docs/exec.md.
 func Defaults() Options {
 	return Options{
 		Memory:      256 << 20,

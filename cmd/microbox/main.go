@@ -67,6 +67,7 @@ func (inv *invocation) run(args []string, cmds []*cobra.Command) int {
 	root := &cobra.Command{
 		Use:           "microbox",
 		Short:         "Run untrusted Python in a Linux-namespace sandbox",
+		Version:       versionString(), // --version (version.go)
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -22,6 +22,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -130,7 +131,7 @@ func buildBinaries(guest, microbox string) error {
 	builds := []*exec.Cmd{
 		exec.Command("go", "build", "-trimpath", "-o", guest, "./scripts/vmtest/guest"),
 		exec.Command("go", "build", "-trimpath", "-tags", "osusergo,netgo", "-o", microbox,
-			"-ldflags", "-s -w -linkmode external -extldflags -static", "./cmd/microbox"),
+			"-ldflags", "-s -w -linkmode external -extldflags -static"+versionStamp(), "./cmd/microbox"),
 	}
 	builds[0].Env = append(os.Environ(), "CGO_ENABLED=0")
 	builds[1].Env = append(os.Environ(), "CGO_ENABLED=1")
@@ -141,6 +142,20 @@ func buildBinaries(guest, microbox string) error {
 		}
 	}
 	return nil
+}
+
+// versionStamp stamps the VM's microbox as the Makefile stamps
+// bin/microbox (microbox --version): the version from git describe, else
+// "dev", and the commit.
+func versionStamp() string {
+	version, commit := "dev", ""
+	if out, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
+		version = string(bytes.TrimSpace(out))
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		commit = string(bytes.TrimSpace(out))
+	}
+	return " -X main.version=" + version + " -X main.commit=" + commit
 }
 
 // boot runs the VM until it powers off, echoing and logging its console,
