@@ -164,7 +164,7 @@ func (o *Options) Prepare() error {
 	}
 	defer func() { o.prepared = &p }()
 	key := func(parts ...string) string { return strings.Join(parts, "\x00") }
-	if _, err := p.root.get(key(o.RootFS, o.Python, o.Dir, o.getenv(rootfs.EnvRootfs)), o.rootDir); err != nil {
+	if _, err := p.root.get(key(o.RootFS, o.Python, o.Dir, o.CallerEnv(rootfs.EnvRootfs)), o.rootDir); err != nil {
 		return err
 	}
 	if _, err := p.filter.get(key(o.Seccomp, o.SeccompProfile, o.Dir), o.filter); err != nil {
@@ -321,7 +321,7 @@ func (o *Options) hostFile(hf HostFile) (File, error) {
 	if dst == "" {
 		dst = path.Join(o.Workdir, sandboxName(hf.Host))
 	}
-	data, err := ReadHostFile(o.hostPath(hf.Host), hf.Host)
+	data, err := ReadHostFile(o.HostPath(hf.Host), hf.Host)
 	return File{Path: dst, Data: data, Mode: 0o644}, err
 }
 
@@ -349,17 +349,18 @@ func sandboxName(host string) string {
 	return name
 }
 
-// hostPath is name as the caller means it: relative names start in Dir.
+// HostPath is name as the caller means it: relative names start in Dir.
 // It is not cleaned, so that ".." after a symbolic link resolves as the
 // caller's own open would.
-func (o *Options) hostPath(name string) string {
+func (o *Options) HostPath(name string) string {
 	if o.Dir == "" || name == "" || strings.HasPrefix(name, "/") {
 		return name
 	}
 	return o.Dir + "/" + name
 }
 
-func (o *Options) getenv(key string) string {
+// CallerEnv is the caller's environment variable key, read with Getenv.
+func (o *Options) CallerEnv(key string) string {
 	if o.Getenv == nil {
 		return os.Getenv(key)
 	}
@@ -376,7 +377,7 @@ var systemRoot = rootfs.SystemDir
 func (o *Options) rootDir() (string, error) {
 	dir, origin := o.RootFS, "{RootFS}"
 	if dir == "" {
-		dir, origin = o.getenv(rootfs.EnvRootfs), "$"+rootfs.EnvRootfs
+		dir, origin = o.CallerEnv(rootfs.EnvRootfs), "$"+rootfs.EnvRootfs
 	}
 	if dir == "" {
 		fi, err := os.Stat(systemRoot)
@@ -385,7 +386,7 @@ func (o *Options) rootDir() (string, error) {
 		}
 		dir, origin = systemRoot, "the system root "+systemRoot
 	}
-	abs, err := filepath.Abs(o.hostPath(dir))
+	abs, err := filepath.Abs(o.HostPath(dir))
 	if err != nil {
 		return "", field.Errorf("RootFS", origin+" %s: %v", dir, err)
 	}
@@ -419,7 +420,7 @@ func (o *Options) filter() (compiled, error) {
 	if m == seccomp.ModeProfile && o.SeccompProfile == "" {
 		return compiled{}, field.Errorf("SeccompProfile", "{Seccomp} profile needs {SeccompProfile} FILE.json")
 	}
-	prog, err := seccomp.Program(m, o.hostPath(o.SeccompProfile))
+	prog, err := seccomp.Program(m, o.HostPath(o.SeccompProfile))
 	var profileErr *seccomp.ProfileError
 	switch {
 	case errors.As(err, &profileErr):

@@ -1,5 +1,7 @@
 package main
 
+// The audit log (package audit) through the real binary.
+
 import (
 	"bufio"
 	"bytes"
@@ -10,11 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/internal/policy/audit"
 	"github.com/microbox/microbox/result"
 )
 
@@ -52,7 +52,7 @@ func TestAuditLog(t *testing.T) {
 	wantStatus(t, r, result.StatusOK)
 	// From the environment, and a second line appended.
 	cmd := exec.Command(microbox, "exec", "--timeout", "1s", "-c", "while True: pass")
-	cmd.Env = append(os.Environ(), auditEnv+"="+log)
+	cmd.Env = append(os.Environ(), audit.Env+"="+log)
 	cmd.Run()
 
 	recs := readAudit(t, log)
@@ -124,41 +124,4 @@ func TestAuditRefusals(t *testing.T) {
 	}
 	r = execJSON(t, "", "--audit-include", "code", "-c", "1")
 	wantStatus(t, r, result.StatusSandboxError) // include without a log
-}
-
-// Concurrent writers, each with a line far above PIPE_BUF: every line
-// arrives whole (one write(2) per line on an O_APPEND file).
-func TestAuditConcurrentWriters(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	const writers, lines = 8, 25
-	big := strings.Repeat("x", 64<<10)
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range lines {
-				l, err := (&auditFlags{path: path}).open(processInvocation(), "-c")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				s := &nsjail.Spec{Argv: []string{"/usr/bin/python3", "-c", fmt.Sprintf("%d-%d", w, i)}}
-				res := &layeredResult{Result: &result.Result{Status: result.StatusOK, Stdout: big}}
-				l.output = true
-				if err := l.write(l.record(s, res, auditPolicy{})); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	recs := readAudit(t, path)
-	seen := map[string]bool{}
-	for _, r := range recs {
-		seen[r["code_sha256"].(string)] = true
-	}
-	if len(recs) != writers*lines || len(seen) != writers*lines {
-		t.Fatalf("%d lines, %d distinct, want %d", len(recs), len(seen), writers*lines)
-	}
 }

@@ -1,5 +1,8 @@
 package main
 
+// The risk report (package risk) through the real binary: microbox check
+// and exec --max-risk.
+
 import (
 	"encoding/json"
 	"os"
@@ -7,66 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/internal/policy/risk"
 	"github.com/microbox/microbox/result"
 )
-
-func TestRiskLevels(t *testing.T) {
-	for score, want := range map[int]string{0: "none", 1: "low", 9: "low", 10: "medium", 29: "medium", 30: "high", 59: "high", 60: "critical", 500: "critical"} {
-		if got := riskLevel(score); got != want {
-			t.Errorf("riskLevel(%d) = %q, want %q", score, got, want)
-		}
-	}
-}
-
-// Each construct counts once however often it occurs; unknown findings
-// (not in the table) are ignored; the costliest come first.
-func TestRiskScore(t *testing.T) {
-	var out analyzerOutput
-	json.Unmarshal([]byte(`{"findings": [
-		{"rule": "import", "name": "os", "count": 3, "line": 1, "col": 0},
-		{"rule": "builtin", "name": "eval", "count": 2, "line": 5, "col": 4},
-		{"rule": "import", "name": "numpy", "count": 1, "line": 2, "col": 0},
-		{"rule": "attribute", "name": "__subclasses__", "count": 1, "line": 9, "col": 1}]}`), &out)
-	rep := scoreFindings(out)
-	if rep.Score != 10+15+20 || rep.Level != "high" {
-		t.Fatalf("score %d level %s", rep.Score, rep.Level)
-	}
-	if len(rep.Findings) != 3 || rep.Findings[0].Name != "__subclasses__" || rep.Findings[2].Count != 3 {
-		t.Fatalf("findings %+v", rep.Findings)
-	}
-}
-
-// The analyzer is told every rule's names, and each rule once.
-func TestAnalyzerRules(t *testing.T) {
-	var rules map[string][]string
-	if err := json.Unmarshal([]byte(analyzerRules()), &rules); err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, r := range riskRules {
-		key := r.rule + " " + r.name
-		if seen[key] {
-			t.Errorf("rule %s listed twice", key)
-		}
-		seen[key] = true
-		if r.rule != "loop" && !strings.Contains(strings.Join(rules[r.rule], " ")+" ", r.name+" ") {
-			t.Errorf("rule %s not passed to the analyzer", key)
-		}
-	}
-}
-
-func TestProgramSource(t *testing.T) {
-	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3", "-c", "print(1)", "arg"}}
-	if code, ok := programSource(s); !ok || string(code) != "print(1)" {
-		t.Fatalf("-c: %q %v", code, ok)
-	}
-	s = &nsjail.Spec{Argv: []string{"/usr/bin/python3", "/tmp/main.py", "-c"},
-		Files: []nsjail.File{{Path: "/tmp/data"}, {Path: "/tmp/main.py", Data: []byte("x = 1")}}}
-	if code, ok := programSource(s); !ok || string(code) != "x = 1" {
-		t.Fatalf("file: %q %v", code, ok)
-	}
-}
 
 const riskyProgram = `import os, subprocess
 from os import path
@@ -89,7 +35,7 @@ func TestCheckCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	var rep RiskReport
+	var rep risk.Report
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -124,7 +70,7 @@ func TestCheckCommand(t *testing.T) {
 // A syntax error is reported as one, with exit status 1.
 func TestCheckSyntaxError(t *testing.T) {
 	out, code := runMicrobox(t, "", "check", "--json", "-c", "def f(:\n  pass")
-	var rep RiskReport
+	var rep risk.Report
 	if err := json.Unmarshal(out, &rep); err != nil || code != 1 {
 		t.Fatalf("exit %d: %s", code, out)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -118,14 +119,18 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	layers, err := f.layers.prepare(c, opts, spec, args, inv)
+	lo := f.layers.options(c, inv)
+	layers, err := lo.Prepare(context.Background(), opts, spec)
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	ctx, stop := inv.context()
 	defer stop()
 	gcDone := inv.gcInBackground(spec)
-	res := layers.run(ctx, spec)
+	res, err := layers.Run(ctx, inv.runSpec, spec)
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "microbox: %v\n", err)
+	}
 	<-gcDone
 	if f.json {
 		writeJSON(inv.stdout, res)
@@ -287,7 +292,8 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	return o, nil
 }
 
-// flagNames are Options' fields as exec's flags (and rootfs's) call them.
+// flagNames are the fields of Options (nsjail's, policy's) as exec's flags
+// (and rootfs's) call them.
 var flagNames = map[string]string{
 	"Memory": "--mem", "CPUs": "--cpus", "Pids": "--pids", "CPUTime": "--cpu-time",
 	"Timeout": "--timeout", "OutputLimit": "--output-limit", "TmpfsSize": "--tmpfs-size",
@@ -296,6 +302,10 @@ var flagNames = map[string]string{
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
 	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
 	"Code": "-c CODE", "File": "a Python file",
+	// exec's policy layers
+	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",
+	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "MaxRisk": "--max-risk",
+	"AuditLog": "--audit-log", "AuditInclude": "--audit-include",
 	// rootfs build and import
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",

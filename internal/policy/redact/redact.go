@@ -1,26 +1,25 @@
-package main
-
-// Output redaction (--redact): secrets in the program's stdout and stderr
-// are replaced with a typed token before they leave microbox. Go's regexp
-// (RE2) matches in time linear in the input, so no output can make this
-// slow beyond its size. Patterns are applied one after another, and where
+// Package redact is output redaction: secrets in the program's stdout and
+// stderr are replaced with a typed token before they leave microbox. Go's
+// regexp (RE2) matches in time linear in the input, so no output can make
+// this slow beyond its size. Patterns are applied one after another, and where
 // two matches overlap the earlier pattern wins. A built-in pattern whose
 // matches hold no space runs only on the words (runs of non-space bytes)
 // that hold one of its hints, literals every match contains: finding
 // those is a fast substring search, and the regexp then sees a few short
 // words instead of the whole output.
+package redact
 
 import (
-	"bytes"
-	"io"
 	"path"
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/microbox/microbox/field"
 )
 
-// redactPattern is one kind of secret.
-type redactPattern struct {
+// pattern is one kind of secret.
+type pattern struct {
 	kind string // lower case, as the result lists it
 	re   *regexp.Regexp
 	// secret is the index of the submatch to mask: a pattern may match
@@ -36,7 +35,7 @@ type redactPattern struct {
 }
 
 // token is what a match is replaced with, e.g. [REDACTED_API_KEY].
-func (p *redactPattern) token() string { return "[REDACTED_" + strings.ToUpper(p.kind) + "]" }
+func (p *pattern) token() string { return "[REDACTED_" + strings.ToUpper(p.kind) + "]" }
 
 // ipv4Octet is 0-255 in decimal.
 const ipv4Octet = `(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`
@@ -68,16 +67,16 @@ var builtinPatterns = []struct {
 		[]string{"/home", "/root", "/Users", `:\Users`}, true},
 }
 
-// redactor masks secrets; it is safe for concurrent use.
-type redactor struct {
-	patterns []*redactPattern
+// Redactor masks secrets; it is safe for concurrent use.
+type Redactor struct {
+	patterns []*pattern
 }
 
-// newRedactor builds a redactor from the custom patterns (NAME=REGEX,
+// New builds a Redactor from the custom patterns (NAME=REGEX,
 // which come first: they name the caller's own secrets), the built-in
 // list, and the host paths this run involves.
-func newRedactor(custom []string, hostPaths []string) (*redactor, error) {
-	r := &redactor{}
+func New(custom []string, hostPaths []string) (*Redactor, error) {
+	r := &Redactor{}
 	for _, c := range custom {
 		p, err := customPattern(c)
 		if err != nil {
@@ -86,7 +85,7 @@ func newRedactor(custom []string, hostPaths []string) (*redactor, error) {
 		r.patterns = append(r.patterns, p)
 	}
 	for _, b := range builtinPatterns {
-		r.patterns = append(r.patterns, mustRedactPattern(b.kind, b.re, b.hints, b.words))
+		r.patterns = append(r.patterns, mustPattern(b.kind, b.re, b.hints, b.words))
 	}
 	if p := hostPathPattern(hostPaths); p != nil {
 		r.patterns = append(r.patterns, p)
@@ -94,28 +93,28 @@ func newRedactor(custom []string, hostPaths []string) (*redactor, error) {
 	return r, nil
 }
 
-var redactNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`) })
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`) })
 
-// customPattern parses --redact-pattern NAME=REGEX. A submatch named
-// secret, if any, is the part masked.
-func customPattern(spec string) (*redactPattern, error) {
+// customPattern parses one of RedactPatterns, NAME=REGEX. A submatch
+// named secret, if any, is the part masked.
+func customPattern(spec string) (*pattern, error) {
 	name, expr, ok := strings.Cut(spec, "=")
-	if !ok || !redactNameRE().MatchString(name) {
-		return nil, usagef("--redact-pattern %q: write NAME=REGEX, NAME letters, digits and _", spec)
+	if !ok || !nameRE().MatchString(name) {
+		return nil, field.Errorf("RedactPatterns", "{RedactPatterns} %q: write NAME=REGEX, NAME letters, digits and _", spec)
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return nil, usagef("--redact-pattern %s: %v", name, err)
+		return nil, field.Errorf("RedactPatterns", "{RedactPatterns} %s: %v", name, err)
 	}
 	if re.MatchString("") {
-		return nil, usagef("--redact-pattern %s: the pattern matches the empty string", name)
+		return nil, field.Errorf("RedactPatterns", "{RedactPatterns} %s: the pattern matches the empty string", name)
 	}
-	return &redactPattern{kind: strings.ToLower(name), re: re, secret: secretGroup(re)}, nil
+	return &pattern{kind: strings.ToLower(name), re: re, secret: secretGroup(re)}, nil
 }
 
-func mustRedactPattern(kind, expr string, hints []string, words bool) *redactPattern {
+func mustPattern(kind, expr string, hints []string, words bool) *pattern {
 	re := regexp.MustCompile(expr)
-	return &redactPattern{kind: kind, re: re, secret: secretGroup(re), hints: hints, words: words}
+	return &pattern{kind: kind, re: re, secret: secretGroup(re), hints: hints, words: words}
 }
 
 // secretGroup is the index of the submatch named secret, or 0.
@@ -126,11 +125,11 @@ func secretGroup(re *regexp.Regexp) int {
 	return 0
 }
 
-// hostPathPattern masks the host paths a run involves (its --rootfs, which
-// /proc/self/mountinfo shows the program, and the like) as host_path.
+// hostPathPattern masks the host paths a run involves (its prepared root,
+// which /proc/self/mountinfo shows the program, and the like) as host_path.
 // Paths the sandbox has itself (/, /tmp, /usr...) are left out: masking
 // them would mask the program's own paths.
-func hostPathPattern(paths []string) *redactPattern {
+func hostPathPattern(paths []string) *pattern {
 	var alts, kept []string
 	for _, p := range paths {
 		p = path.Clean(p)
@@ -138,7 +137,7 @@ func hostPathPattern(paths []string) *redactPattern {
 			continue
 		}
 		alt := regexp.QuoteMeta(p)
-		if last := p[len(p)-1]; redactWordByte(last) {
+		if last := p[len(p)-1]; wordByte(last) {
 			alt += `\b` // /srv/root must not match /srv/rootfs
 		}
 		alts, kept = append(alts, alt), append(kept, p)
@@ -146,7 +145,7 @@ func hostPathPattern(paths []string) *redactPattern {
 	if len(alts) == 0 {
 		return nil
 	}
-	return mustRedactPattern("host_path", `(?:^|[^\w./-])(?P<secret>(?:`+strings.Join(alts, "|")+`)(?:/[^\s'"<>|:;,)\]]*)?)`,
+	return mustPattern("host_path", `(?:^|[^\w./-])(?P<secret>(?:`+strings.Join(alts, "|")+`)(?:/[^\s'"<>|:;,)\]]*)?)`,
 		kept, !strings.ContainsAny(strings.Join(kept, ""), " \t\n\f\r"))
 }
 
@@ -161,26 +160,26 @@ func sandboxHasPath(p string) bool {
 	return false
 }
 
-func redactWordByte(b byte) bool {
+func wordByte(b byte) bool {
 	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
 }
 
-// Redaction is one kind of secret --redact masked, and how often.
+// Redaction is one kind of secret that was masked, and how often.
 type Redaction struct {
 	Kind  string `json:"kind"`
 	Count int    `json:"count"`
 }
 
-// redactSpan is a match to mask: text[start:end], by pattern i.
-type redactSpan struct{ start, end, pattern int }
+// span is a match to mask: text[start:end], by pattern i.
+type span struct{ start, end, pattern int }
 
 // redact returns text with every secret replaced by its token, and how
 // many of each pattern's secrets it masked (indexed like r.patterns).
-func (r *redactor) redact(text string) (string, []int) {
+func (r *Redactor) redact(text string) (string, []int) {
 	counts := make([]int, len(r.patterns))
-	var taken []redactSpan // sorted by start, never overlapping
+	var taken []span // sorted by start, never overlapping
 	for i, p := range r.patterns {
-		taken = mergeRedactSpans(taken, p.find(text, i))
+		taken = mergeSpans(taken, p.find(text, i))
 	}
 	if len(taken) == 0 {
 		return text, counts
@@ -200,7 +199,7 @@ func (r *redactor) redact(text string) (string, []int) {
 
 // find returns the spans to mask in text, sorted, labelled with the
 // pattern's index i.
-func (p *redactPattern) find(text string, i int) []redactSpan {
+func (p *pattern) find(text string, i int) []span {
 	switch {
 	case len(p.hints) == 0:
 		return p.match(text, 0, i, nil)
@@ -212,9 +211,9 @@ func (p *redactPattern) find(text string, i int) []redactSpan {
 		}
 		return nil
 	}
-	var spans []redactSpan
+	var spans []span
 	// Nearby words are matched together, in regions of up to
-	// redactRegion bytes: one regexp call per word would cost more in
+	// regionMax bytes: one regexp call per word would cost more in
 	// calls than in matching when candidates are dense.
 	regionStart, regionEnd := -1, -1
 	flush := func() {
@@ -253,7 +252,7 @@ func (p *redactPattern) find(text string, i int) []redactSpan {
 		for end < len(text) && !isRegexpSpace(text[end]) {
 			end++
 		}
-		if regionStart >= 0 && start-regionEnd <= redactGap && end-regionStart <= redactRegion {
+		if regionStart >= 0 && start-regionEnd <= regionGap && end-regionStart <= regionMax {
 			regionEnd = end
 		} else {
 			flush()
@@ -265,12 +264,12 @@ func (p *redactPattern) find(text string, i int) []redactSpan {
 	return spans
 }
 
-// Words with candidates at most redactGap bytes apart are matched in one
-// regexp call, up to redactRegion bytes (small enough for Go's fast
+// Words with candidates at most regionGap bytes apart are matched in one
+// regexp call, up to regionMax bytes (small enough for Go's fast
 // backtracking matcher).
 const (
-	redactGap    = 64
-	redactRegion = 1024
+	regionGap = 64
+	regionMax = 1024
 )
 
 // isRegexpSpace reports whether b is what RE2's \s matches.
@@ -280,23 +279,23 @@ func isRegexpSpace(b byte) bool {
 
 // match appends the spans of the pattern's matches in s, which starts at
 // offset in the whole text.
-func (p *redactPattern) match(s string, offset, i int, spans []redactSpan) []redactSpan {
+func (p *pattern) match(s string, offset, i int, spans []span) []span {
 	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
 		if a, b := m[2*p.secret], m[2*p.secret+1]; a >= 0 && b > a {
-			spans = append(spans, redactSpan{offset + a, offset + b, i})
+			spans = append(spans, span{offset + a, offset + b, i})
 		}
 	}
 	return spans
 }
 
-// mergeRedactSpans adds the spans of found (sorted, not overlapping each
+// mergeSpans adds the spans of found (sorted, not overlapping each
 // other) that overlap nothing in taken, keeping the result sorted. It is
 // one linear pass over both, so redaction stays linear in the output.
-func mergeRedactSpans(taken, found []redactSpan) []redactSpan {
+func mergeSpans(taken, found []span) []span {
 	if len(found) == 0 {
 		return taken
 	}
-	out := make([]redactSpan, 0, len(taken)+len(found))
+	out := make([]span, 0, len(taken)+len(found))
 	j := 0
 	for _, f := range found {
 		for j < len(taken) && taken[j].end <= f.start {
@@ -313,7 +312,7 @@ func mergeRedactSpans(taken, found []redactSpan) []redactSpan {
 
 // summary turns per-pattern counts into the result's list, one entry per
 // kind in the patterns' order (a custom pattern may share a kind).
-func (r *redactor) summary(counts []int) []Redaction {
+func (r *Redactor) summary(counts []int) []Redaction {
 	var out []Redaction
 	index := map[string]int{}
 	for i, n := range counts {
@@ -331,116 +330,9 @@ func (r *redactor) summary(counts []int) []Redaction {
 	return out
 }
 
-// addRedactCounts adds b into a.
-func addRedactCounts(a, b []int) {
+// addCounts adds b into a.
+func addCounts(a, b []int) {
 	for i := range b {
 		a[i] += b[i]
 	}
-}
-
-// Limits of the streaming redactor. A line longer than maxRedactLine is
-// passed on in pieces, so a secret that straddles a piece boundary can
-// escape; a private key block is held until its END line or
-// maxRedactBlock, whichever comes first.
-const (
-	maxRedactLine  = 64 << 10
-	maxRedactBlock = 64 << 10
-)
-
-// redactWriter redacts a stream a line at a time (output without --json).
-// Output is held until its line is complete, so a prompt without a
-// newline appears when the line ends or the run does. It is used by one
-// goroutine at a time (one per stream).
-type redactWriter struct {
-	r      *redactor
-	w      io.Writer
-	buf    []byte
-	held   int // complete lines at the start of buf, held (a key block)
-	counts []int
-}
-
-func newRedactWriter(r *redactor, w io.Writer) *redactWriter {
-	return &redactWriter{r: r, w: w, counts: make([]int, len(r.patterns))}
-}
-
-// Write takes the program's bytes and passes on every complete line,
-// redacted. It reports success for all of p: the program's output is
-// drained whatever the terminal does.
-func (rw *redactWriter) Write(p []byte) (int, error) {
-	rw.buf = append(rw.buf, p...)
-	// Nothing more can pass until a line ends or the unfinished line
-	// outgrows its limit; looking only then keeps a stream of tiny writes
-	// linear.
-	if bytes.IndexByte(p, '\n') < 0 && len(rw.buf)-rw.held <= maxRedactLine {
-		return len(p), nil
-	}
-	cut, end := rw.passable()
-	if cut > 0 {
-		rw.emit(rw.buf[:cut])
-		rw.buf = append(rw.buf[:0], rw.buf[cut:]...)
-	}
-	rw.held = max(end-cut, 0)
-	return len(p), nil
-}
-
-// passable is how much of the buffer can be redacted and passed on now
-// (cut), and where its complete lines end (end): up to the last newline,
-// except an unfinished private key block, which is held so that it is
-// masked whole; or everything, when it is too long to hold.
-func (rw *redactWriter) passable() (cut, end int) {
-	end = bytes.LastIndexByte(rw.buf, '\n') + 1
-	if begin := openKeyBlock(rw.buf[:end]); begin >= 0 {
-		if len(rw.buf)-begin <= maxRedactBlock {
-			return begin, end
-		}
-		return len(rw.buf), end
-	}
-	if end == 0 && len(rw.buf) > maxRedactLine {
-		return len(rw.buf), end
-	}
-	return end, end
-}
-
-// openKeyBlock is the start of the line holding a private key's BEGIN
-// marker that has no END after it, or -1.
-func openKeyBlock(b []byte) int {
-	begin := bytes.LastIndex(b, []byte("-----BEGIN "))
-	if begin < 0 || !bytes.Contains(b[begin:], []byte("PRIVATE KEY")) {
-		return -1
-	}
-	if bytes.Contains(b[begin:], []byte("-----END ")) {
-		return -1
-	}
-	return bytes.LastIndexByte(b[:begin], '\n') + 1
-}
-
-func (rw *redactWriter) emit(b []byte) {
-	text, counts := rw.r.redact(string(b))
-	addRedactCounts(rw.counts, counts)
-	io.WriteString(rw.w, text)
-}
-
-// Flush passes on what is left at the end of the run.
-func (rw *redactWriter) Flush() {
-	if len(rw.buf) > 0 {
-		rw.emit(rw.buf)
-		rw.buf, rw.held = rw.buf[:0], 0
-	}
-}
-
-// redactResult masks the captured stdout and stderr of a result and lists
-// what was masked. streamed holds the counts of the redactWriters when the
-// output streamed (nil otherwise): the captured copy is then the same
-// output again, masked but not counted twice.
-func (r *redactor) redactResult(res *layeredResult, streamed []int) {
-	counts := make([]int, len(r.patterns))
-	var c []int
-	res.Stdout, c = r.redact(res.Stdout)
-	addRedactCounts(counts, c)
-	res.Stderr, c = r.redact(res.Stderr)
-	addRedactCounts(counts, c)
-	if streamed != nil {
-		counts = streamed
-	}
-	res.Redactions = r.summary(counts)
 }

@@ -1,10 +1,10 @@
-# microbox's risk analyzer: `microbox check` and `exec --max-risk` run it in
-# the sandbox (python -I -S -c THIS RULES), never on the host, with the
-# program's source on stdin. It parses the source with Python's own ast
-# module and prints one JSON object: the constructs named in RULES (a JSON
-# object from riskRules in check.go) that occur, each once with its first
-# position and count, or the syntax error. Points and levels are the Go
-# side's business, so this file holds no policy.
+# microbox's risk analyzer: the risk report (microbox check, and a run's
+# MaxRisk) runs it in the sandbox (python -I -S -c THIS RULES), never on
+# the host, with the program's source on stdin. It parses the source with
+# Python's own ast module and prints one JSON object: the constructs named
+# in RULES (a JSON object from rules in risk.go) that occur, each once
+# with its first position and count, or the syntax error. Points and
+# levels are the Go side's business, so this file holds no policy.
 
 import ast
 import json

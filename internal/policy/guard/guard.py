@@ -1,7 +1,7 @@
 # microbox's module policy and human-eval compatibility guard, imported as
 # _microbox_guard by the sitecustomize microbox places, read-only, in
-# /run/microbox (pyguard/sitecustomize.py) -- only for runs with
-# --deny-modules, --allow-modules or --guard. microbox ships this source
+# /run/microbox (sitecustomize.py) -- only for runs with a module policy
+# (DenyModules, AllowModules) or a Guard. microbox ships this source
 # and, once the sandbox's Python has compiled it, the bytecode in
 # __pycache__, so that a run does not spend milliseconds compiling it.
 #
@@ -17,7 +17,7 @@ import sys
 
 
 def install(cfg, here):
-    """Installs what cfg asks for (see guardConfig in guard.go); here is the
+    """Installs what cfg asks for (see config in guard.go); here is the
     directory of microbox's sitecustomize. The order keeps each part
     working: the shadowed sitecustomize runs first, exactly as it would
     without microbox, then the policy, then the human-eval guard."""
@@ -119,7 +119,7 @@ class _PatchingLoader:
 
 
 class _ModulePolicy:
-    """--deny-modules / --allow-modules, applied to imports the program's
+    """DenyModules / AllowModules, applied to imports the program's
     own code asks for. Library code (the standard library and installed
     packages, read-only in the root) imports freely: denying os must not
     break `import random`.

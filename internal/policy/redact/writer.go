@@ -1,0 +1,129 @@
+package redact
+
+// Redaction of output as it streams, and of a run's captured output.
+
+import (
+	"bytes"
+	"io"
+
+	"github.com/microbox/microbox/result"
+)
+
+// Limits of the streaming Writer. A line longer than maxLine is passed
+// on in pieces, so a secret that straddles a piece boundary can escape; a
+// private key block is held until its END line or maxBlock, whichever
+// comes first.
+const (
+	maxLine  = 64 << 10
+	maxBlock = 64 << 10
+)
+
+// Writer redacts a stream a line at a time (output that streams to the
+// caller rather than being captured). Output is held until its line is complete, so a prompt without a
+// newline appears when the line ends or the run does. It is used by one
+// goroutine at a time (one per stream).
+type Writer struct {
+	r      *Redactor
+	w      io.Writer
+	buf    []byte
+	held   int // complete lines at the start of buf, held (a key block)
+	counts []int
+}
+
+// NewWriter redacts what is written to it and passes it on to w.
+func (r *Redactor) NewWriter(w io.Writer) *Writer {
+	return &Writer{r: r, w: w, counts: make([]int, len(r.patterns))}
+}
+
+// Write takes the program's bytes and passes on every complete line,
+// redacted. It reports success for all of p: the program's output is
+// drained whatever the terminal does.
+func (rw *Writer) Write(p []byte) (int, error) {
+	rw.buf = append(rw.buf, p...)
+	// Nothing more can pass until a line ends or the unfinished line
+	// outgrows its limit; looking only then keeps a stream of tiny writes
+	// linear.
+	if bytes.IndexByte(p, '\n') < 0 && len(rw.buf)-rw.held <= maxLine {
+		return len(p), nil
+	}
+	cut, end := rw.passable()
+	if cut > 0 {
+		rw.emit(rw.buf[:cut])
+		rw.buf = append(rw.buf[:0], rw.buf[cut:]...)
+	}
+	rw.held = max(end-cut, 0)
+	return len(p), nil
+}
+
+// passable is how much of the buffer can be redacted and passed on now
+// (cut), and where its complete lines end (end): up to the last newline,
+// except an unfinished private key block, which is held so that it is
+// masked whole; or everything, when it is too long to hold.
+func (rw *Writer) passable() (cut, end int) {
+	end = bytes.LastIndexByte(rw.buf, '\n') + 1
+	if begin := openKeyBlock(rw.buf[:end]); begin >= 0 {
+		if len(rw.buf)-begin <= maxBlock {
+			return begin, end
+		}
+		return len(rw.buf), end
+	}
+	if end == 0 && len(rw.buf) > maxLine {
+		return len(rw.buf), end
+	}
+	return end, end
+}
+
+// openKeyBlock is the start of the line holding a private key's BEGIN
+// marker that has no END after it, or -1.
+func openKeyBlock(b []byte) int {
+	begin := bytes.LastIndex(b, []byte("-----BEGIN "))
+	if begin < 0 || !bytes.Contains(b[begin:], []byte("PRIVATE KEY")) {
+		return -1
+	}
+	if bytes.Contains(b[begin:], []byte("-----END ")) {
+		return -1
+	}
+	return bytes.LastIndexByte(b[:begin], '\n') + 1
+}
+
+func (rw *Writer) emit(b []byte) {
+	text, counts := rw.r.redact(string(b))
+	addCounts(rw.counts, counts)
+	io.WriteString(rw.w, text)
+}
+
+// Flush passes on what is left at the end of the run.
+func (rw *Writer) Flush() {
+	if len(rw.buf) > 0 {
+		rw.emit(rw.buf)
+		rw.buf, rw.held = rw.buf[:0], 0
+	}
+}
+
+// Result masks the captured stdout and stderr of res and lists what was
+// masked. streams are the Writers the output went through if it streamed
+// (nil ones are skipped): they are flushed, and what they masked is what
+// counts, since the captured copy is the same output again.
+func (r *Redactor) Result(res *result.Result, streams ...*Writer) []Redaction {
+	counts := make([]int, len(r.patterns))
+	var c []int
+	res.Stdout, c = r.redact(res.Stdout)
+	addCounts(counts, c)
+	res.Stderr, c = r.redact(res.Stderr)
+	addCounts(counts, c)
+	var streamed []int
+	for _, w := range streams {
+		if w == nil {
+			continue
+		}
+		w.Flush()
+		if streamed == nil {
+			streamed = make([]int, len(r.patterns))
+		}
+		addCounts(streamed, w.counts)
+	}
+	if streamed != nil {
+		counts = streamed
+	}
+	return r.summary(counts)
+}
