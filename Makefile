@@ -51,7 +51,8 @@ humaneval: build
 
 # python-test: the Python client (python/) with the system python3's
 # unittest, against bin/microbox; `microbox batch` and `microbox eval` are
-# tested by unit (cmd/microbox/batch_test.go, eval_test.go).
+# tested by unit (cmd/microbox/batch_test.go, eval_test.go; internal/batch,
+# internal/eval, whose judge test runs the client's judge with python3).
 python-test: build
 	MICROBOX=$(CURDIR)/bin/microbox /usr/bin/python3 -m unittest discover -s python/tests -v
 

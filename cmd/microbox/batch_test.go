@@ -1,13 +1,12 @@
 package main
 
-// Tests of `microbox batch`: task decoding and spec building as units, and
-// the real binary (built in TestMain) for runs, malformed lines, ordering
-// and Ctrl-C.
+// Tests of `microbox batch`, the real binary (built in TestMain): runs,
+// malformed lines, ordering, pinning and Ctrl-C. Tasks and the pool are
+// tested as units in internal/batch.
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,9 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
-	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
 
@@ -383,149 +381,21 @@ func TestBatchProgressSummary(t *testing.T) {
 	}
 }
 
-// ---------------------------------------------------------------------------
-// Units: no jail involved.
-
-func TestDecodeTask(t *testing.T) {
-	tk, id, err := decodeTask([]byte(`{"id": [1, "a"], "code": "x", "timeout": 2.5, "mem": "64M", "cpus": 0.5}`))
-	if err != nil || string(id) != `[1, "a"]` {
-		t.Fatalf("id %s err %v", id, err)
-	}
-	s, err := taskSpec(testBase(t), tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Timeout != 2500*time.Millisecond || s.Cgroup.Limits.Memory != 64<<20 || s.Cgroup.Limits.CPUs != 0.5 {
-		t.Fatalf("timeout %v mem %d cpus %v", s.Timeout, s.Cgroup.Limits.Memory, s.Cgroup.Limits.CPUs)
-	}
-	if strings.Join(s.Argv, " ") != "/usr/bin/python3 -c x" {
-		t.Fatalf("argv %q", s.Argv)
-	}
-	// The id survives a task that is otherwise invalid.
-	if _, id, err := decodeTask([]byte(`{"id": 7, "bogus": 1}`)); err == nil || string(id) != "7" {
-		t.Fatalf("id %s err %v", id, err)
-	}
-}
-
-// Tasks change copies: the template, shared by every run, stays as it was.
-func TestTaskSpecLeavesTemplateAlone(t *testing.T) {
-	base := testBase(t)
-	base.Env = []string{"A=1"}
-	code := "1"
-	tk := &task{Code: &code, Env: map[string]string{"PATH": "/x", "NEW": "1"}, Files: map[string]string{"a.txt": "a"},
-		Mem: &quantity{text: "128M"}}
-	if _, err := taskSpec(base, tk); err != nil {
-		t.Fatal(err)
-	}
-	fresh := testBase(t)
-	if strings.Join(base.Env, ",") != "A=1" || len(base.Files) != 0 || base.Memory != fresh.Memory {
-		t.Fatalf("base changed: env %v files %v mem %d", base.Env, base.Files, base.Memory)
-	}
-}
-
-func TestQuantity(t *testing.T) {
-	cases := []struct {
-		json string
-		dur  time.Duration
-		size int64
-		ok   bool
-	}{
-		{`"1.5s"`, 1500 * time.Millisecond, 0, true},
-		{`2`, 2 * time.Second, 2, true},
-		{`"256M"`, 0, 256 << 20, true},
-		{`-1`, 0, 0, false},
-		{`true`, 0, 0, false},
-	}
-	for _, c := range cases {
-		var q quantity
-		err := q.UnmarshalJSON([]byte(c.json))
-		if err != nil {
-			if c.ok {
-				t.Errorf("%s: %v", c.json, err)
-			}
-			continue
-		}
-		d, derr := q.duration("d")
-		n, serr := q.size("s")
-		if !c.ok && derr == nil && serr == nil {
-			t.Errorf("%s: accepted", c.json)
-		}
-		if c.dur != 0 && (derr != nil || d != c.dur) {
-			t.Errorf("%s: duration %v %v", c.json, d, derr)
-		}
-		if c.size != 0 && (serr != nil || n != c.size) {
-			t.Errorf("%s: size %d %v", c.json, n, serr)
-		}
-	}
-}
-
-// testBase is the options `microbox batch` builds from its default flags.
-func testBase(t testing.TB) nsjail.Options {
-	t.Helper()
-	c := &cobra.Command{}
-	var f execFlags
-	f.sandboxFlags(c)
-	base, err := f.base(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base
-}
-
-// BenchmarkPool runs print(1) through the batch pool in this process:
-// go test -run '^$' -bench Pool -cpuprofile cpu.out ./cmd/microbox
-func BenchmarkPool(b *testing.B) {
-	p, err := newPool(context.Background(), testBase(b), poolFlags{jobs: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	code := "print(1)"
-	todo := make(chan *item)
-	go func() {
-		for i := range b.N {
-			todo <- &item{seq: i, task: &task{Code: &code}}
-		}
-		close(todo)
-	}()
-	for it := range p.start(todo) {
-		if it.res.Status != result.StatusOK {
-			b.Fatalf("status %q: %v", it.res.Status, deref(it.res.Error))
-		}
-	}
-}
-
 // By default each worker's runs are pinned to a CPU of their own (when
 // --jobs is at most the CPUs); --pin=false leaves placement to the kernel.
 func TestBatchPinsWorkers(t *testing.T) {
-	cpus, err := allowedCPUs()
-	if err != nil {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
 		t.Fatal(err)
 	}
 	affinity := obj{"code": "import os; print(sorted(os.sched_getaffinity(0)))"}
-	lines, _ := runBatchCmd(t, jsonl(t, affinity), "--jobs", "1")
+	lines, _ := runBatchCmd(t, jsonl(t, affinity), "--jobs", "1", "--pin=false")
+	var cpus []int
+	if len(lines) != 1 || json.Unmarshal([]byte(lines[0].Stdout), &cpus) != nil || len(cpus) != allowed.Count() {
+		t.Fatalf("not pinned: %+v, want the %d CPUs this process may use", lines, allowed.Count())
+	}
+	lines, _ = runBatchCmd(t, jsonl(t, affinity), "--jobs", "1")
 	if want := fmt.Sprintf("[%d]\n", cpus[0]); len(lines) != 1 || lines[0].Stdout != want {
 		t.Fatalf("pinned: %+v, want affinity %q", lines, want)
-	}
-	lines, _ = runBatchCmd(t, jsonl(t, affinity), "--jobs", "1", "--pin=false")
-	if want := strings.ReplaceAll(fmt.Sprint(cpus), " ", ", ") + "\n"; len(lines) != 1 || lines[0].Stdout != want {
-		t.Fatalf("not pinned: %+v, want affinity %q", lines, want)
-	}
-}
-
-func TestProgressLine(t *testing.T) {
-	p := newProgress(false, 400, "runs", statusOrder)
-	for i := 0; i < 100; i++ {
-		p.add("ok")
-	}
-	p.add("timeout")
-	got := p.line(10 * time.Second)
-	want := "[=======>                      ] 101/400 10.1 runs/s ETA 30s | ok 100 timeout 1"
-	if got != want {
-		t.Fatalf("line\n got %q\nwant %q", got, want)
-	}
-	p = newProgress(false, -1, "samples", nil)
-	p.add("passed")
-	if got := p.line(time.Second); got != "1 1.0 samples/s | passed 1" {
-		t.Fatalf("unknown total: %q", got)
 	}
 }

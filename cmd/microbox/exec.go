@@ -309,6 +309,8 @@ var flagNames = map[string]string{
 	// rootfs build and import
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
+	// batch and eval
+	"Pin": "--pin", "Output": "--output", "AllowIncomplete": "--allow-incomplete",
 }
 
 func flagName(field string) string { return flagNames[field] }

@@ -62,11 +62,16 @@ def _write_wheel(directory, files):
     return name
 
 
+# The package's modules, and its data: the HumanEval judge table, which
+# the client reads next to its code.
+SUFFIXES = (".py", ".json")
+
+
 def _package_files():
     files = {}
     src = os.path.join(ROOT, PACKAGE)
     for entry in sorted(os.listdir(src)):
-        if entry.endswith(".py"):
+        if entry.endswith(SUFFIXES):
             with open(os.path.join(src, entry), "rb") as f:
                 files[PACKAGE + "/" + entry] = f.read()
     return files

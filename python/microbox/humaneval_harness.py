@@ -1,1 +1,1 @@
-../../cmd/microbox/pyguard/humaneval_harness.py
+../../internal/eval/humaneval_harness.py

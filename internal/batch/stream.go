@@ -1,0 +1,237 @@
+package batch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/microbox/microbox/internal/progress"
+	"github.com/microbox/microbox/result"
+)
+
+// StreamOptions shape a Stream.
+type StreamOptions struct {
+	// Ordered writes the results in the tasks' order, holding those that
+	// finish early; else they are written as runs finish.
+	Ordered bool
+	// MaxPending bounds how many tasks may be started or held ahead of
+	// the oldest unwritten one, so that, with Ordered, memory stays
+	// bounded however slow one task is.
+	MaxPending int
+	// Progress counts each result; Stream finishes it.
+	Progress *progress.Bar
+}
+
+// Stream runs the tasks of in, one JSON object a line (blank lines
+// skipped), and writes each result to out as a JSON line. A line that is
+// not a valid task gets a sandbox_error result saying why. Once ctx is
+// done, or out fails, runs in progress are killed, no task starts, and the
+// results so far are written.
+func (p *Pool) Stream(ctx context.Context, in io.Reader, out io.Writer, o StreamOptions) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	slots := make(chan struct{}, o.MaxPending)
+	todo := make(chan *Item)
+	readErr := make(chan error, 1)
+	go func() { readErr <- feedLines(ctx, in, todo, slots, o.Progress) }()
+	done := p.Run(ctx, todo)
+	w := newResultWriter(out, o.Ordered)
+	var writeErr error
+	for it := range done {
+		o.Progress.Add(it.Label())
+		if writeErr != nil {
+			<-slots
+			continue
+		}
+		n, err := w.put(it, len(done) == 0)
+		for range n {
+			<-slots
+		}
+		if err != nil {
+			// Nobody is reading the results: stop the batch.
+			writeErr = fmt.Errorf("write results: %w", err)
+			stop(writeErr)
+		}
+	}
+	if writeErr == nil {
+		writeErr = w.flush()
+	}
+	o.Progress.Finish(ctx.Err() != nil)
+	if err := <-readErr; err != nil && writeErr == nil {
+		return err
+	}
+	return writeErr
+}
+
+// StatusLabels are the statuses, best first, as a progress bar of runs
+// counts them.
+func StatusLabels() []string {
+	labels := make([]string, len(result.Statuses))
+	for i, s := range result.Statuses {
+		labels[i] = string(s)
+	}
+	return labels
+}
+
+// CountTasks counts the non-blank lines from f's offset to its end and
+// seeks back, for a progress bar's ETA; -1 if f is not a regular file.
+func CountTasks(f *os.File) int64 {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return -1
+	}
+	start, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return -1
+	}
+	defer f.Seek(start, io.SeekStart)
+	r := bufio.NewReaderSize(f, 1<<16)
+	var n int64
+	blank := true
+	for {
+		// A line longer than the buffer comes in several chunks.
+		chunk, err := r.ReadSlice('\n')
+		blank = blank && len(bytes.TrimSpace(chunk)) == 0
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if !blank {
+			n++
+		}
+		blank = true
+		if err == io.EOF {
+			return n
+		}
+		if err != nil {
+			return -1
+		}
+	}
+}
+
+// feedLines sends each non-blank line of in as an item, taking a slot for
+// each, until in ends or ctx is done; then it closes todo.
+func feedLines(ctx context.Context, in io.Reader, todo chan<- *Item, slots chan struct{}, bar *progress.Bar) error {
+	defer close(todo)
+	lines := make(chan lineOrErr)
+	go readLines(ctx, in, lines)
+	seq := 0
+	for {
+		var l lineOrErr
+		select {
+		case l = <-lines:
+		case <-ctx.Done():
+			return nil
+		}
+		if l.err == io.EOF {
+			bar.SetTotal(int64(seq))
+			return nil
+		}
+		if l.err != nil {
+			return fmt.Errorf("read tasks: %w", l.err)
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		select {
+		case todo <- &Item{Seq: seq, Line: l.n, Raw: l.text}:
+			seq++
+		case <-ctx.Done():
+			<-slots
+			return nil
+		}
+	}
+}
+
+type lineOrErr struct {
+	n    int
+	text []byte
+	err  error
+}
+
+// readLines sends the non-blank lines of in, then its error (io.EOF at the
+// end). It runs apart from feedLines so that an interrupt is not held up
+// by a read from a silent stdin.
+func readLines(ctx context.Context, in io.Reader, out chan<- lineOrErr) {
+	r := bufio.NewReaderSize(in, 1<<16)
+	for n := 1; ; n++ {
+		text, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(text)) > 0 {
+			select {
+			case out <- lineOrErr{n: n, text: text}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err != nil {
+			select {
+			case out <- lineOrErr{err: err}:
+			case <-ctx.Done():
+			}
+			return
+		}
+	}
+}
+
+// resultWriter writes results as JSON lines, in input order (holding those
+// that finish early) or as they come.
+type resultWriter struct {
+	w       *bufio.Writer
+	enc     *json.Encoder
+	ordered bool
+	next    int
+	held    map[int]*Item
+}
+
+func newResultWriter(out io.Writer, ordered bool) *resultWriter {
+	bw := bufio.NewWriterSize(out, 1<<16)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	return &resultWriter{w: bw, enc: enc, ordered: ordered, held: map[int]*Item{}}
+}
+
+// put takes a finished item and writes what can be written now; it
+// returns how many items left the writer (written, or skipped because the
+// batch stopped before they ran). It flushes when idle is set (no other
+// result is waiting), so a reader streaming results sees each promptly.
+func (w *resultWriter) put(it *Item, idle bool) (int, error) {
+	n := 0
+	if !w.ordered {
+		n = 1
+		if err := w.write(it); err != nil {
+			return n, err
+		}
+	} else {
+		w.held[it.Seq] = it
+		for {
+			next, ok := w.held[w.next]
+			if !ok {
+				break
+			}
+			delete(w.held, w.next)
+			w.next++
+			n++
+			if err := w.write(next); err != nil {
+				return n, err
+			}
+		}
+	}
+	if idle {
+		return n, w.flush()
+	}
+	return n, nil
+}
+
+func (w *resultWriter) write(it *Item) error {
+	if it.Skipped {
+		return nil
+	}
+	return w.enc.Encode(it.Result)
+}
+
+func (w *resultWriter) flush() error { return w.w.Flush() }

@@ -1,0 +1,236 @@
+// Package batch runs many programs under one supervisor, each in a jail of
+// its own as `microbox exec` would run it.
+//
+// A task (task.go) is one JSON object: a program and the options it
+// changes over a base the caller prepared once (nsjail.Options.Prepare);
+// its errors name its own keys, and the base's fields as the base's
+// FieldNames do. A Pool (pool.go) runs tasks on a fixed number of workers,
+// each with a spawner of its own and, optionally, a CPU of its own.
+// Pool.Stream (stream.go) reads tasks as lines and writes each result as a
+// line, in the tasks' order or as runs complete.
+package batch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/nsjail"
+)
+
+// Task is one line of batch input; a nil field takes the base's value.
+type Task struct {
+	ID          json.RawMessage   `json:"id"`
+	Code        *string           `json:"code"`
+	File        *string           `json:"file"`
+	Stdin       *string           `json:"stdin"`
+	Args        []string          `json:"args"`
+	Files       map[string]string `json:"files"`
+	Env         map[string]string `json:"env"`
+	Mem         *quantity         `json:"mem"`
+	Timeout     *quantity         `json:"timeout"`
+	CPUTime     *quantity         `json:"cpu_time"`
+	CPUs        *float64          `json:"cpus"`
+	Pids        *int64            `json:"pids"`
+	OutputLimit *quantity         `json:"output_limit"`
+}
+
+// quantity is a size or a duration, written as a string ("256M", "3s") or
+// as a number (bytes, seconds).
+type quantity struct {
+	text   string
+	number *float64
+}
+
+func (q *quantity) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &q.text)
+	}
+	var n float64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return errors.New(`want a string such as "3s" or "256M", or a number of seconds or bytes`)
+	}
+	q.number = &n
+	return nil
+}
+
+// duration reads q as the duration of Options' field name; a number is
+// seconds.
+func (q *quantity) duration(name string) (time.Duration, error) {
+	if q.number == nil {
+		return nsjail.ParseDuration(name, q.text)
+	}
+	n := *q.number
+	if n < 0 || math.IsInf(n, 0) || n*float64(time.Second) > math.MaxInt64 {
+		return 0, field.Errorf(name, "{"+name+"} %v: give a non-negative number of seconds", n)
+	}
+	return time.Duration(n * float64(time.Second)), nil
+}
+
+// size reads q as the size of Options' field name; a number is bytes.
+func (q *quantity) size(name string) (int64, error) {
+	if q.number == nil {
+		return nsjail.ParseSize(name, q.text)
+	}
+	n := *q.number
+	if n <= 0 || n != math.Trunc(n) || n > math.MaxInt64/2 {
+		return 0, field.Errorf(name, "{"+name+"} %v: give a positive whole number of bytes", n)
+	}
+	return int64(n), nil
+}
+
+// decodeTask parses one input line strictly: one JSON object, known
+// fields only (a misspelt limit must not silently fall back to the
+// default). The id is returned even when the rest is invalid, so that the
+// error result can be matched to its task.
+func decodeTask(line []byte) (*Task, json.RawMessage, error) {
+	invalid := func(err error) error {
+		return fmt.Errorf("not a valid task: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	var value json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&value); err != nil {
+		return nil, nil, invalid(err)
+	}
+	var idOnly struct {
+		ID json.RawMessage `json:"id"`
+	}
+	json.Unmarshal(value, &idOnly)
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, idOnly.ID, invalid(errors.New("more than one JSON value on the line"))
+	}
+	strict := json.NewDecoder(bytes.NewReader(value))
+	strict.DisallowUnknownFields()
+	t := &Task{}
+	if err := strict.Decode(t); err != nil {
+		return nil, idOnly.ID, invalid(err)
+	}
+	return t, t.ID, nil
+}
+
+// taskKeys are the fields of Options a task sets, by its JSON keys.
+var taskKeys = map[string]string{
+	"Code": "code", "File": "file", "Args": "args", "Files": "files", "Env": "env",
+	"Memory": "mem", "Timeout": "timeout", "CPUTime": "cpu_time", "CPUs": "cpus",
+	"Pids": "pids", "OutputLimit": "output_limit",
+}
+
+// fieldNames spells a field of Options in the task's errors: as the
+// task's key when the task set it (a program is always the task's), else
+// as base spells it (the base's FieldNames: the caller's own names).
+func (t *Task) fieldNames(base func(string) string) func(string) string {
+	set := map[string]bool{
+		"Code": true, "File": true, "Args": t.Args != nil, "Files": t.Files != nil,
+		"Env": t.Env != nil, "Memory": t.Mem != nil, "Timeout": t.Timeout != nil,
+		"CPUTime": t.CPUTime != nil, "CPUs": t.CPUs != nil, "Pids": t.Pids != nil,
+		"OutputLimit": t.OutputLimit != nil,
+	}
+	return func(f string) string {
+		if set[f] {
+			return `"` + taskKeys[f] + `"`
+		}
+		if base == nil {
+			return ""
+		}
+		return base(f)
+	}
+}
+
+// taskSpec applies a task to a copy of the base options and returns its
+// run's Spec.
+func taskSpec(base nsjail.Options, t *Task) (*nsjail.Spec, error) {
+	o := base
+	o.FieldNames = t.fieldNames(base.FieldNames)
+	o.Env = slices.Clone(base.Env)
+	o.Files = slices.Clone(base.Files)
+	o.Code, o.Args = t.Code, t.Args
+	if t.File != nil {
+		if *t.File == "" {
+			return nil, errors.New(`"file" is empty: give the path of an existing file`)
+		}
+		o.File = *t.File
+	}
+	if err := taskFiles(&o, t.Files); err != nil {
+		return nil, err
+	}
+	if err := taskEnv(&o, t.Env); err != nil {
+		return nil, err
+	}
+	if err := taskLimits(&o, t); err != nil {
+		return nil, err
+	}
+	if t.Stdin != nil {
+		o.Stdin = strings.NewReader(*t.Stdin)
+	}
+	return o.Spec()
+}
+
+// taskFiles adds the task's files: a relative name is put in the working
+// directory, an absolute one where it says (under /tmp or the working
+// directory; the jail checks).
+func taskFiles(o *nsjail.Options, files map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if name == "" {
+			return errors.New(`"files": a file name is empty`)
+		}
+		dst := name
+		if !path.IsAbs(name) {
+			dst = path.Join(o.Workdir, name)
+		}
+		o.Files = append(o.Files, nsjail.File{Path: dst, Data: []byte(files[name]), Mode: 0o644})
+	}
+	return nil
+}
+
+// taskEnv adds the task's variables over the base's environment.
+func taskEnv(o *nsjail.Options, env map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf(`"env": %q is not a variable name`, k)
+		}
+		o.Env = append(o.Env, k+"="+env[k])
+	}
+	return nil
+}
+
+// taskLimits applies the task's limits (Options refuses those that need
+// a cgroup when the base has none).
+func taskLimits(o *nsjail.Options, t *Task) error {
+	var err error
+	for _, q := range []struct {
+		q    *quantity
+		name string
+		d    *time.Duration
+		n    *int64
+	}{
+		{t.Timeout, "Timeout", &o.Timeout, nil}, {t.CPUTime, "CPUTime", &o.CPUTime, nil},
+		{t.OutputLimit, "OutputLimit", nil, &o.OutputLimit}, {t.Mem, "Memory", nil, &o.Memory},
+	} {
+		switch {
+		case q.q == nil:
+		case q.d != nil:
+			*q.d, err = q.q.duration(q.name)
+		default:
+			*q.n, err = q.q.size(q.name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if t.CPUs != nil {
+		o.CPUs = *t.CPUs
+	}
+	if t.Pids != nil {
+		o.Pids = *t.Pids
+	}
+	return nil
+}
