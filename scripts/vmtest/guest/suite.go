@@ -22,6 +22,8 @@ var suite = []test{
 	{"memory_limit", testMemoryLimit},
 	{"memory_limit_child", testMemoryLimitChild},
 	{"memory_peak", testMemoryPeak},
+	{"socket_buffers_charged", testSocketBuffersCharged},
+	{"uid_ranges", testUIDRanges},
 	{"pids_limit", testPidsLimit},
 	{"cpu_max", testCPUMax},
 	{"cpu_time_limit", testCPUTimeLimit},
@@ -213,6 +215,76 @@ func testMemoryPeak() error {
 	}
 	if r.Peak == nil || *r.Peak < 40<<20 || *r.Peak > 128<<20 {
 		return fmt.Errorf("peak %v, want 40..128 MiB", deref(r.Peak))
+	}
+	return nil
+}
+
+// testSocketBuffersCharged: on v2, socket buffers count against
+// memory.max: a 64M run that fills loopback connections it never reads
+// cannot queue more than its limit (it ends, or its sends stop, first).
+func testSocketBuffersCharged() error {
+	r, err := py(`
+import socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(512)
+port = srv.getsockname()[1]
+total, conns, buf = 0, [], b"x" * 65536
+for i in range(200):
+    c = socket.create_connection(("127.0.0.1", port)); a, _ = srv.accept()
+    c.setblocking(False); conns += [c, a]
+    while True:
+        try:
+            total += c.send(buf)
+        except OSError:
+            break
+print(total >> 20)
+`, "--mem", "64M", "--timeout", "60s")
+	if err != nil {
+		return err
+	}
+	if r.Status == "memory" {
+		return nil
+	}
+	if err := want(r, "ok", ""); err != nil {
+		return err
+	}
+	if mib, _ := strconv.Atoi(strings.TrimSpace(r.Stdout)); mib > 128 {
+		return fmt.Errorf("a 64M run queued %d MiB in unread socket buffers", mib)
+	}
+	return nil
+}
+
+// testUIDRanges: two runs at once have host uids of their own, and their
+// user namespaces are not root's.
+func testUIDRanges() error {
+	code := "import time; print(open('/proc/self/uid_map').read().split()[1], flush=True); time.sleep(1)"
+	type out struct {
+		r   result
+		err error
+	}
+	ch := make(chan out, 2)
+	for range 2 {
+		go func() {
+			r, err := py(code)
+			ch <- out{r, err}
+		}()
+	}
+	seen := map[string]bool{}
+	for range 2 {
+		o := <-ch
+		if o.err != nil {
+			return o.err
+		}
+		if err := want(o.r, "ok", ""); err != nil {
+			return err
+		}
+		base := strings.TrimSpace(o.r.Stdout)
+		if n, _ := strconv.Atoi(base); n < 1<<30 {
+			return fmt.Errorf("a run's ids map to host uid %s, below 2^30", base)
+		}
+		seen[base] = true
+	}
+	if len(seen) != 2 {
+		return fmt.Errorf("two concurrent runs share the host uid range %v", seen)
 	}
 	return nil
 }
