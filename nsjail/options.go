@@ -295,7 +295,11 @@ func (o *Options) program(s *Spec) error {
 	case o.Code != nil && o.File != "":
 		return field.Errorf("Code", "give either {Code} or {File}, not both")
 	case o.Code != nil:
-		s.Argv = append(o.argv0(), "-c", *o.Code)
+		code, err := o.longCode(s, *o.Code)
+		if err != nil {
+			return err
+		}
+		s.Argv = append(o.argv0(), "-c", code)
 		s.Argv = append(s.Argv, o.Args...)
 		return nil
 	case o.File == "":
@@ -308,6 +312,30 @@ func (o *Options) program(s *Spec) error {
 	s.Files = append(s.Files, f)
 	s.Argv = append(append(o.argv0(), f.Path), o.Args...)
 	return nil
+}
+
+// Code longer than an argument may be (the kernel takes none over 128
+// KiB) goes into a file of the root, CodeFile, which a one-line program
+// given to -c compiles and runs as -c would have: as __main__, named
+// "<string>" in tracebacks (which show the one line first), with
+// sys.argv[0] "-c". MaxCode bounds it: the file lives in the run's memory.
+const (
+	maxArgCode = 96 << 10
+	MaxCode    = 16 << 20
+	CodeFile   = RootFilesDir + "/program.py"
+)
+
+// longCode is code as -c takes it: itself, or for long code the line
+// that runs CodeFile, which it adds to the spec's root files.
+func (o *Options) longCode(s *Spec, code string) (string, error) {
+	if len(code) <= maxArgCode {
+		return code, nil
+	}
+	if len(code) > MaxCode {
+		return "", field.Errorf("Code", "{Code} is %d bytes; at most %d fit in a run", len(code), MaxCode)
+	}
+	s.RootFiles = append(s.RootFiles, File{Path: CodeFile, Data: []byte(code), Mode: 0o444})
+	return fmt.Sprintf("exec(compile(open(%q, 'rb').read(), '<string>', 'exec'))", CodeFile), nil
 }
 
 // argv0 is the interpreter and its options.

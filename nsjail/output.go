@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // capture drains one of the program's output pipes, keeping at most limit
@@ -62,8 +63,24 @@ func (c *capture) take(b []byte) {
 	}
 }
 
-// fill copies the captured text into a Result, invalid UTF-8 replaced.
+// fill copies the captured text into a Result, invalid UTF-8 replaced,
+// and still within the limit: a replacement (3 bytes) can outgrow the
+// byte it replaces, and whoever holds results (batch) counts on the cap.
+// Text cut for that is marked truncated too.
 func (c *capture) fill(text *string, truncated *bool) {
 	*text = strings.ToValidUTF8(c.buf.String(), "\uFFFD")
 	*truncated = c.total > c.limit
+	if int64(len(*text)) > c.limit {
+		*text = cutAtRune(*text, int(c.limit))
+		*truncated = true
+	}
+}
+
+// cutAtRune is s cut to at most n bytes, at a character boundary, in a
+// string of its own (not holding on to all of s).
+func cutAtRune(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"testing"
+	"unicode/utf8"
 )
 
 func drained(t *testing.T, limit int64, chunks ...string) *capture {
@@ -56,5 +57,18 @@ func TestCaptureTee(t *testing.T) {
 	<-c.done
 	if tee.String() != "hel" || c.buf.Len() != 0 {
 		t.Fatalf("tee %q kept %q", tee.String(), c.buf.String())
+	}
+}
+
+// Invalid UTF-8, replaced, stays within the limit: the text a result
+// holds is never larger than the cap.
+func TestCaptureReplacementWithinLimit(t *testing.T) {
+	c := newCapture(10, nil, true)
+	c.take([]byte("\xffa\xffb\xffc\xff"))
+	var text string
+	var truncated bool
+	c.fill(&text, &truncated)
+	if len(text) > 10 || !utf8.ValidString(text) || !truncated || text != "\uFFFDa\uFFFDb" {
+		t.Fatalf("text %q (%d bytes) truncated %v", text, len(text), truncated)
 	}
 }

@@ -205,13 +205,16 @@ func (p *plan) root(s *Spec, ids idMapping) error {
 	if !underTmp(s.Workdir) {
 		p.mkdirAll(s.Workdir, made)
 	}
-	p.rootFiles(s, made)
+	if len(s.RootFiles) > 0 {
+		p.mkdirAll(path.Dir(RootFilesDir), made)
+	}
 	p.step("remount_ro", newRoot)
+	p.rootFilesTmpfs(s)
 	return nil
 }
 
 // rootFiles writes the spec's RootFiles into /newroot, owned by the jail's
-// root, so that the read-only remount covers them.
+// root.
 func (p *plan) rootFiles(s *Spec, made map[string]bool) {
 	for _, f := range s.RootFiles {
 		p.mkdirAll(path.Dir(f.Path), made)
@@ -219,10 +222,10 @@ func (p *plan) rootFiles(s *Spec, made map[string]bool) {
 	}
 }
 
-// rootFilesTmpfs places RootFiles in a prepared root, which is bound
-// read-only: a tmpfs just big enough for them goes on its /run (hiding
-// what the image keeps there, which a run does not need), then is made
-// read-only itself. Nothing is mounted when there are no files.
+// rootFilesTmpfs places RootFiles in the read-only root: a tmpfs just big
+// enough for them goes on its /run (in a prepared root, hiding what the
+// image keeps there, which a run does not need), then is made read-only
+// itself. Nothing is mounted when there are no files.
 func (p *plan) rootFilesTmpfs(s *Spec) {
 	if len(s.RootFiles) == 0 {
 		return

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// RootFiles are written into the host-derived root before it is made
-// read-only; without them, no /run appears at all.
+// In the host-derived root, RootFiles go on a tmpfs of their own over a
+// /run made for it, sized for them (they may be large: long code, see
+// Options), made read-only after; without them, no /run appears at all.
 func TestPlanRootFilesHostRoot(t *testing.T) {
 	s := testSpec()
 	s.RootFiles = []File{{Path: RootFilesDir + "/sitecustomize.py", Data: []byte("x = 1\n"), Mode: 0o444}}
@@ -17,11 +18,21 @@ func TestPlanRootFilesHostRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := decode(t, p.buf.Bytes())
-	file := index(steps, "file", newRoot+RootFilesDir+"/sitecustomize.py", "292", "x = 1\n")
-	mkdir := index(steps, "mkdir", newRoot+RootFilesDir)
-	ro := index(steps, "remount_ro", newRoot)
-	if file < 0 || mkdir < 0 || !(mkdir < file && file < ro) {
-		t.Fatalf("mkdir %d, file %d, remount_ro %d:\n%v", mkdir, file, ro, steps)
+	order := [][]string{
+		{"mkdir", newRoot + "/run"},
+		{"remount_ro", newRoot},
+		{"mount", "tmpfs", newRoot + "/run", "tmpfs"},
+		{"mkdir", newRoot + RootFilesDir},
+		{"file", newRoot + RootFilesDir + "/sitecustomize.py", "292", "x = 1\n"},
+		{"remount_ro", newRoot + "/run"},
+	}
+	last := -1
+	for _, want := range order {
+		i := index(steps, want...)
+		if i <= last {
+			t.Fatalf("step %v at %d, after %d:\n%v", want, i, last, steps)
+		}
+		last = i
 	}
 	p, _ = mountPlan(testSpec(), hostIDs())
 	if strings.Contains(p.buf.String(), "/run") {

@@ -28,6 +28,8 @@ type batchFlags struct {
 	output   string
 	order    string
 	inFlight int
+	maxHeld  string
+	skip     int
 }
 
 // poolFlags are the options batch and eval share.
@@ -63,6 +65,16 @@ result is exec's --json object with the task's "id" and input "line" first.
 A line that is not a valid task gets a sandbox_error result naming the
 problem; the batch goes on. Blank lines are skipped.
 
+With --order input (the default), results are held until every earlier
+task's is written: at most --max-pending tasks and --max-held bytes of
+results (their output, each stream capped by --output-limit) are kept
+ahead of the oldest unfinished task; past either, no task starts until it
+ends. So batch holds at most --max-held plus one result per job, whatever
+the tasks print. A stopped batch (Ctrl-C, a kill) has written its results
+in order up to some task: go on with --skip LINE, where LINE is the "line"
+of its last result, appending to the same results file. A task's "file"
+entries are read with microbox's own rights: task input must be trusted.
+
 Exit status: 0 when every task got its result, 125 when the batch could
 not start or its input or output failed, 128+N when signal N (Ctrl-C)
 stopped it: runs in progress are killed (their results say sandbox_error,
@@ -79,6 +91,8 @@ flushed, and no process or cgroup is left behind.`,
 	fl.StringVarP(&f.output, "output", "o", "-", `write results to this file ("-": stdout)`)
 	fl.StringVar(&f.order, "order", orderInput, "result order: input (the tasks' order) or completed (as runs finish)")
 	fl.IntVar(&f.inFlight, "max-pending", 1024, "with --order input, how many tasks may be started or held ahead of the oldest unfinished one (bounds memory)")
+	fl.StringVar(&f.maxHeld, "max-held", "256M", "with --order input, how many bytes of results may be held ahead of the oldest unfinished task (bounds memory)")
+	fl.IntVar(&f.skip, "skip", 0, "pass over the input's first N lines (to go on after a stopped batch's last result, whose \"line\" is N); results keep the input's line numbers")
 	return c
 }
 
@@ -141,11 +155,18 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if f.inFlight < 1 {
 		return usagef("--max-pending %d: give at least 1", f.inFlight)
 	}
+	if f.skip < 0 {
+		return usagef("--skip %d: give a number of lines, 0 or more", f.skip)
+	}
+	maxHeld, err := nsjail.ParseSize("MaxHeld", f.maxHeld)
+	if err != nil {
+		return flagError(err)
+	}
 	base, err := f.base(c)
 	if err != nil {
 		return err
 	}
-	in, total, err := openTasks(args)
+	in, total, err := openTasks(args, f.skip)
 	if err != nil {
 		return err
 	}
@@ -161,7 +182,8 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 		return err
 	}
 	bar := f.pool.bar(f.output == "-" && progress.IsTerminal(os.Stdout), total, "runs", batch.StatusLabels())
-	err = p.Stream(ctx, in, out, batch.StreamOptions{Ordered: f.order == orderInput, MaxPending: f.inFlight, Progress: bar})
+	err = p.Stream(ctx, in, out, batch.StreamOptions{Ordered: f.order == orderInput, MaxPending: f.inFlight,
+		MaxHeld: maxHeld, Skip: f.skip, Progress: bar})
 	if cerr := out.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write results: %w", cerr)
 	}
@@ -175,8 +197,9 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 }
 
 // openTasks opens the task file ("-" or none: stdin) and counts its tasks
-// when it is a regular file, for the progress bar's ETA; -1 when unknown.
-func openTasks(args []string) (*os.File, int64, error) {
+// past the first skip lines when it is a regular file, for the progress
+// bar's ETA; -1 when unknown.
+func openTasks(args []string, skip int) (*os.File, int64, error) {
 	in := os.Stdin
 	if len(args) == 1 && args[0] != "-" {
 		var err error
@@ -185,7 +208,7 @@ func openTasks(args []string) (*os.File, int64, error) {
 			return nil, 0, usagef("%s: %v; give the path of a JSONL task file, or - for stdin", args[0], errors.Unwrap(err))
 		}
 	}
-	return in, batch.CountTasks(in), nil
+	return in, batch.CountTasks(in, skip), nil
 }
 
 // createOutput opens the results file ("-": stdout).

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
 
@@ -398,4 +400,99 @@ func TestBatchPinsWorkers(t *testing.T) {
 	if want := fmt.Sprintf("[%d]\n", cpus[0]); len(lines) != 1 || lines[0].Stdout != want {
 		t.Fatalf("pinned: %+v, want affinity %q", lines, want)
 	}
+}
+
+// Code of any size up to nsjail.MaxCode runs (past the 128 KiB an argument
+// may be), as -c would run it; past it, the task gets a clear error.
+func TestBatchLongCode(t *testing.T) {
+	mib := "x = 1\n#" + strings.Repeat("w", 1<<20) + "\nimport sys\nprint(sys.argv[0], __name__, x)\n"
+	ten := "#" + strings.Repeat("y", 10<<20) + "\nprint('ten')\n"
+	over := "#" + strings.Repeat("z", nsjail.MaxCode)
+	lines, code := runBatchCmd(t, jsonl(t,
+		map[string]any{"id": 1, "code": mib},
+		map[string]any{"id": 2, "code": ten},
+		map[string]any{"id": 3, "code": over}), "--jobs", "1")
+	if code != 0 || len(lines) != 3 {
+		t.Fatalf("exit %d, %d results", code, len(lines))
+	}
+	if r := lines[0]; r.Status != result.StatusOK || r.Stdout != "-c __main__ 1\n" {
+		t.Errorf("1 MiB of code: status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+	}
+	if r := lines[1]; r.Status != result.StatusOK || r.Stdout != "ten\n" {
+		t.Errorf("10 MiB of code: status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
+	}
+	if r := lines[2]; r.Status != result.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, `"code" is`) {
+		t.Errorf("code over the limit: status %s error %v", r.Status, deref(r.Error))
+	}
+}
+
+// A stopped batch goes on with --skip: the results keep the input's own
+// line numbers.
+func TestBatchSkip(t *testing.T) {
+	tasks := jsonl(t, map[string]any{"id": 1, "code": "print(1)"}, map[string]any{"id": 2, "code": "print(2)"}) +
+		"\n" + jsonl(t, map[string]any{"id": 3, "code": "print(3)"})
+	lines, code := runBatchCmd(t, tasks, "--skip", "2")
+	if code != 0 || len(lines) != 1 || string(lines[0].ID) != "3" || lines[0].Line != 4 || lines[0].Stdout != "3\n" {
+		t.Fatalf("exit %d results %+v", code, lines)
+	}
+}
+
+// An ordered batch holds at most --max-held bytes of results (and one per
+// job) behind a slow task, whatever the tasks print: invalid UTF-8, which
+// grows when replaced, is cut back to the output limit.
+func TestBatchMemoryBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(jsonl(t, map[string]any{"id": 0, "code": "import time; time.sleep(8)"}))
+	for i := 1; i <= 100; i++ {
+		b.WriteString(jsonl(t, map[string]any{"id": i, "code": "import sys; sys.stdout.buffer.write(b'\\xffa' * (1 << 19))"}))
+	}
+	cmd := exec.Command(microbox, "batch", "--jobs", "2", "--max-held", "32M", "--timeout", "20s")
+	cmd.Stdin = strings.NewReader(b.String())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// batch's own high-water mark (wait4's would count its children's).
+	var hwm int64
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		case <-time.After(50 * time.Millisecond):
+			if kb := statusKiB(cmd.Process.Pid, "VmHWM"); kb > hwm {
+				hwm = kb
+			}
+		}
+	}
+	lines := decodeLines(t, out.Bytes())
+	if len(lines) != 101 {
+		t.Fatalf("%d results", len(lines))
+	}
+	for _, r := range lines[1:] {
+		if len(r.Stdout) > 1<<20 || !r.StdoutTruncated {
+			t.Fatalf("result %s: %d bytes of stdout (truncated %v), over the 1M limit", r.ID, len(r.Stdout), r.StdoutTruncated)
+		}
+	}
+	if hwm > 128<<10 {
+		t.Fatalf("batch reached %d MiB resident, over its bound (32 MiB held, a result per job, and itself; 400 MiB before the bound)", hwm>>10)
+	}
+	t.Logf("batch's peak RSS: %d MiB", hwm>>10)
+}
+
+// statusKiB is a "Name: N kB" field of /proc/pid/status; 0 if unreadable.
+func statusKiB(pid int, name string) int64 {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == name+":" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -310,7 +310,7 @@ var flagNames = map[string]string{
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
-	"Pin": "--pin", "Output": "--output", "AllowIncomplete": "--allow-incomplete",
+	"Pin": "--pin", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
 }
 
 func flagName(field string) string { return flagNames[field] }

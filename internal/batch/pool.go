@@ -25,6 +25,15 @@ type Item struct {
 	Skipped bool    // the pool was stopped before it started
 }
 
+// size is about the bytes a finished item holds: its output, which the
+// output limit caps, and the rest of its result.
+func (it *Item) size() int64 {
+	if it.Result == nil || it.Result.Result == nil {
+		return 0
+	}
+	return int64(len(it.Result.Stdout) + len(it.Result.Stderr) + 512)
+}
+
 // Label is what a progress bar counts the item as: its status, or "" if
 // it never ran.
 func (it *Item) Label() string {

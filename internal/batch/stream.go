@@ -19,9 +19,16 @@ type StreamOptions struct {
 	// finish early; else they are written as runs finish.
 	Ordered bool
 	// MaxPending bounds how many tasks may be started or held ahead of
-	// the oldest unwritten one, so that, with Ordered, memory stays
-	// bounded however slow one task is.
+	// the oldest unwritten one, and MaxHeld the bytes of the results held
+	// (their output, which the output limit caps), so that, with Ordered,
+	// memory stays bounded however slow one task is: past either, no task
+	// starts until the oldest is written.
 	MaxPending int
+	MaxHeld    int64
+	// Skip passes over the input's first Skip lines: a batch that was
+	// stopped goes on after the line of its last result. Results keep
+	// the input's own line numbers.
+	Skip int
 	// Progress counts each result; Stream finishes it.
 	Progress *progress.Bar
 }
@@ -34,23 +41,20 @@ type StreamOptions struct {
 func (p *Pool) Stream(ctx context.Context, in io.Reader, out io.Writer, o StreamOptions) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	slots := make(chan struct{}, o.MaxPending)
+	win := newWindow(ctx, o.MaxPending, o.MaxHeld)
 	todo := make(chan *Item)
 	readErr := make(chan error, 1)
-	go func() { readErr <- feedLines(ctx, in, todo, slots, o.Progress) }()
+	go func() { readErr <- feedLines(ctx, in, o.Skip, todo, win, o.Progress) }()
 	done := p.Run(ctx, todo)
-	w := newResultWriter(out, o.Ordered)
+	w := newResultWriter(out, o.Ordered, win)
 	var writeErr error
 	for it := range done {
 		o.Progress.Add(it.Label())
 		if writeErr != nil {
-			<-slots
+			win.leave(0)
 			continue
 		}
-		n, err := w.put(it, len(done) == 0)
-		for range n {
-			<-slots
-		}
+		err := w.put(it, len(done) == 0)
 		if err != nil {
 			// Nobody is reading the results: stop the batch.
 			writeErr = fmt.Errorf("write results: %w", err)
@@ -77,9 +81,10 @@ func StatusLabels() []string {
 	return labels
 }
 
-// CountTasks counts the non-blank lines from f's offset to its end and
-// seeks back, for a progress bar's ETA; -1 if f is not a regular file.
-func CountTasks(f *os.File) int64 {
+// CountTasks counts the non-blank lines from f's offset to its end, past
+// the first skip, and seeks back, for a progress bar's ETA; -1 if f is
+// not a regular file.
+func CountTasks(f *os.File, skip int) int64 {
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		return -1
@@ -92,14 +97,15 @@ func CountTasks(f *os.File) int64 {
 	r := bufio.NewReaderSize(f, 1<<16)
 	var n int64
 	blank := true
-	for {
+	for line := 1; ; line++ {
 		// A line longer than the buffer comes in several chunks.
 		chunk, err := r.ReadSlice('\n')
 		blank = blank && len(bytes.TrimSpace(chunk)) == 0
 		if err == bufio.ErrBufferFull {
+			line--
 			continue
 		}
-		if !blank {
+		if !blank && line > skip {
 			n++
 		}
 		blank = true
@@ -112,12 +118,13 @@ func CountTasks(f *os.File) int64 {
 	}
 }
 
-// feedLines sends each non-blank line of in as an item, taking a slot for
-// each, until in ends or ctx is done; then it closes todo.
-func feedLines(ctx context.Context, in io.Reader, todo chan<- *Item, slots chan struct{}, bar *progress.Bar) error {
+// feedLines sends each non-blank line of in after the first skip as an
+// item, entering the window for each, until in ends or ctx is done; then
+// it closes todo.
+func feedLines(ctx context.Context, in io.Reader, skip int, todo chan<- *Item, win *window, bar *progress.Bar) error {
 	defer close(todo)
 	lines := make(chan lineOrErr)
-	go readLines(ctx, in, lines)
+	go readLines(ctx, in, skip, lines)
 	seq := 0
 	for {
 		var l lineOrErr
@@ -133,16 +140,14 @@ func feedLines(ctx context.Context, in io.Reader, todo chan<- *Item, slots chan 
 		if l.err != nil {
 			return fmt.Errorf("read tasks: %w", l.err)
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+		if !win.enter() {
 			return nil
 		}
 		select {
 		case todo <- &Item{Seq: seq, Line: l.n, Raw: l.text}:
 			seq++
 		case <-ctx.Done():
-			<-slots
+			win.leave(0)
 			return nil
 		}
 	}
@@ -154,14 +159,14 @@ type lineOrErr struct {
 	err  error
 }
 
-// readLines sends the non-blank lines of in, then its error (io.EOF at the
-// end). It runs apart from feedLines so that an interrupt is not held up
-// by a read from a silent stdin.
-func readLines(ctx context.Context, in io.Reader, out chan<- lineOrErr) {
+// readLines sends the non-blank lines of in after the first skip, then
+// its error (io.EOF at the end). It runs apart from feedLines so that an
+// interrupt is not held up by a read from a silent stdin.
+func readLines(ctx context.Context, in io.Reader, skip int, out chan<- lineOrErr) {
 	r := bufio.NewReaderSize(in, 1<<16)
 	for n := 1; ; n++ {
 		text, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(text)) > 0 {
+		if n > skip && len(bytes.TrimSpace(text)) > 0 {
 			select {
 			case out <- lineOrErr{n: n, text: text}:
 			case <-ctx.Done():
@@ -179,35 +184,36 @@ func readLines(ctx context.Context, in io.Reader, out chan<- lineOrErr) {
 }
 
 // resultWriter writes results as JSON lines, in input order (holding those
-// that finish early) or as they come.
+// that finish early) or as they come; each item leaves the window when
+// written (or passed over: the batch stopped before it ran).
 type resultWriter struct {
 	w       *bufio.Writer
 	enc     *json.Encoder
 	ordered bool
 	next    int
 	held    map[int]*Item
+	win     *window
 }
 
-func newResultWriter(out io.Writer, ordered bool) *resultWriter {
+func newResultWriter(out io.Writer, ordered bool, win *window) *resultWriter {
 	bw := bufio.NewWriterSize(out, 1<<16)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	return &resultWriter{w: bw, enc: enc, ordered: ordered, held: map[int]*Item{}}
+	return &resultWriter{w: bw, enc: enc, ordered: ordered, held: map[int]*Item{}, win: win}
 }
 
-// put takes a finished item and writes what can be written now; it
-// returns how many items left the writer (written, or skipped because the
-// batch stopped before they ran). It flushes when idle is set (no other
-// result is waiting), so a reader streaming results sees each promptly.
-func (w *resultWriter) put(it *Item, idle bool) (int, error) {
-	n := 0
+// put takes a finished item and writes what can be written now. It
+// flushes when idle is set (no other result is waiting), so a reader
+// streaming results sees each promptly.
+func (w *resultWriter) put(it *Item, idle bool) error {
 	if !w.ordered {
-		n = 1
+		w.win.leave(0)
 		if err := w.write(it); err != nil {
-			return n, err
+			return err
 		}
 	} else {
 		w.held[it.Seq] = it
+		w.win.hold(it.size())
 		for {
 			next, ok := w.held[w.next]
 			if !ok {
@@ -215,16 +221,16 @@ func (w *resultWriter) put(it *Item, idle bool) (int, error) {
 			}
 			delete(w.held, w.next)
 			w.next++
-			n++
+			w.win.leave(next.size())
 			if err := w.write(next); err != nil {
-				return n, err
+				return err
 			}
 		}
 	}
 	if idle {
-		return n, w.flush()
+		return w.flush()
 	}
-	return n, nil
+	return nil
 }
 
 func (w *resultWriter) write(it *Item) error {
