@@ -67,14 +67,19 @@
 #include <time.h>
 #include <unistd.h>
 
+// PID 1's descriptors and the spawner's, the variable that makes a start
+// of this binary the spawner, and the exit status of a failed set-up:
+// the Go side has the same values, and initc_test.go holds them equal.
 #define PLAN_FD 3
 #define STATUS_FD 4
 #define SYNC_FD 5
 #define SPAWNER_FD 3 // the spawner's socket (it has no plan)
+#define INIT_ENV "_MICROBOX_INIT"
+#define EXIT_SANDBOX_ERROR 125
 #define MAX_ARGS 64
 #define MAX_LIST 4096
 
-// Flags of the "bind" step; plan.go has the same values.
+// Flags of the "bind" step; plan.go has the same values (initc_test.go).
 #define BIND_READONLY 1
 #define BIND_OPTIONAL 2 // skip when the source does not exist
 
@@ -141,7 +146,7 @@ static void die(const char *fmt, ...)
 		status("error %s: %s", msg, strerror(saved));
 	else
 		status("error %s", msg);
-	_exit(125);
+	_exit(EXIT_SANDBOX_ERROR);
 }
 
 static void phase(const char *name)
@@ -625,7 +630,7 @@ static void watch_supervisor(void)
 	if (poll(&pfd, 1, 0) < 0)
 		die("poll sync");
 	if (pfd.revents & (POLLHUP | POLLERR))
-		_exit(125);
+		_exit(EXIT_SANDBOX_ERROR);
 	close(SYNC_FD);
 }
 
@@ -677,7 +682,7 @@ static void jail_init(const struct jail *j)
 	while ((r = read(SYNC_FD, &go, 1)) < 0 && errno == EINTR)
 		;
 	if (r != 1)
-		_exit(125); // the supervisor gave up on this jail
+		_exit(EXIT_SANDBOX_ERROR); // the supervisor gave up on this jail
 	// Not dumpable: nothing of PID 1 is for the program to read later
 	// (/proc/1/*). Only now, since a non-dumpable process's uid_map is
 	// root's, and a rootless spawner had to write it.
@@ -765,7 +770,7 @@ static void jail_init(const struct jail *j)
 // Reply: i32 pid of PID 1 (0: none), then an error message (empty: none).
 // The spawner ends at EOF on its socket.
 
-#define SPAWN_FDS 6 // PID 1's descriptors 0 to 5
+#define SPAWN_FDS 6 // PID 1's descriptors 0 to 5 (initc_test.go)
 #define MAX_REQUEST 4096
 
 struct request {
@@ -809,11 +814,11 @@ static void become_pid1(struct request *req)
 	for (int i = 0; i < SPAWN_FDS; i++) {
 		high[i] = fcntl(req->fds[i], F_DUPFD, 16);
 		if (high[i] < 0)
-			_exit(125);
+			_exit(EXIT_SANDBOX_ERROR);
 	}
 	for (int i = 0; i < SPAWN_FDS; i++)
 		if (dup2(high[i], i) < 0)
-			_exit(125);
+			_exit(EXIT_SANDBOX_ERROR);
 	close_fds_from(SPAWN_FDS);
 	jail_init(&req->jail);
 }
@@ -989,9 +994,13 @@ void microbox_prestart_spawner(char **argv)
 	microbox_prestarted_pid = pid;
 }
 
+// INIT_ENV for exec's client (cmd/microbox/client.c), which leaves a
+// spawner's start alone.
+const char microbox_init_env[] = INIT_ENV;
+
 __attribute__((constructor)) static void microbox_init(void)
 {
-	if (!getenv("_MICROBOX_INIT"))
+	if (!getenv(INIT_ENV))
 		return; // an ordinary microbox command: let Go start
 	spawner_main();
 }

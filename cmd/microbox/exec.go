@@ -5,8 +5,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -133,11 +131,11 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 // (cgroup.GC) while this run goes on: it only touches groups whose owner is
 // dead, never this run's, and reading the hierarchies costs about half a
 // millisecond that need not come before the program starts. A server does
-// it at most once a minute per parent (staleGroups), not with every run.
+// it at most once a minute per parent (server.Session), not with every run.
 func (inv *invocation) gcInBackground(spec *nsjail.Spec) <-chan struct{} {
 	done := make(chan struct{})
 	c := spec.Cgroup
-	if c == nil || !inv.staleGroups.due(c.Parent) {
+	if c == nil || inv.runs != nil && !inv.runs.StaleGroupsDue(c.Parent) {
 		close(done)
 		return done
 	}
@@ -146,29 +144,6 @@ func (inv *invocation) gcInBackground(spec *nsjail.Spec) <-chan struct{} {
 		cgroup.GC(c.Parent)
 	}()
 	return done
-}
-
-// staleGroupsGC paces a server's collection of stale run groups. The nil
-// pacer (microbox's own process) is always due.
-type staleGroupsGC struct {
-	mu   sync.Mutex
-	last map[string]time.Time // by cgroup parent
-}
-
-func (g *staleGroupsGC) due(parent string) bool {
-	if g == nil {
-		return true
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if t, ok := g.last[parent]; ok && time.Since(t) < time.Minute {
-		return false
-	}
-	if g.last == nil {
-		g.last = map[string]time.Time{}
-	}
-	g.last[parent] = time.Now()
-	return true
 }
 
 // report tells, on stderr, why a run ended when its status is not the
@@ -275,7 +250,8 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	return o, nil
 }
 
-// flagNames are Options' fields as exec's flags (and rootfs's) call them.
+// flagNames are Options' fields as exec's flags (and rootfs's and serve's)
+// call them.
 var flagNames = map[string]string{
 	"Memory": "--mem", "CPUs": "--cpus", "Pids": "--pids", "CPUTime": "--cpu-time",
 	"Timeout": "--timeout", "OutputLimit": "--output-limit", "TmpfsSize": "--tmpfs-size",
@@ -286,6 +262,8 @@ var flagNames = map[string]string{
 	// rootfs build and import
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
+	// serve
+	"Socket": "--socket", "Warm": "--warm",
 }
 
 func flagName(field string) string { return flagNames[field] }
