@@ -71,14 +71,19 @@
 #include <time.h>
 #include <unistd.h>
 
+// PID 1's descriptors and the spawner's, the variable that makes a start
+// of this binary the spawner, and the exit status of a failed set-up:
+// the Go side has the same values, and initc_test.go holds them equal.
 #define PLAN_FD 3
 #define STATUS_FD 4
 #define SYNC_FD 5
 #define SPAWNER_FD 3 // the spawner's socket (it has no plan)
+#define INIT_ENV "_MICROBOX_INIT"
+#define EXIT_SANDBOX_ERROR 125
 #define MAX_ARGS 64
 #define MAX_LIST 4096
 
-// Flags of the "bind" step; plan.go has the same values.
+// Flags of the "bind" step; plan.go has the same values (initc_test.go).
 #define BIND_READONLY 1
 #define BIND_OPTIONAL 2 // skip when the source does not exist
 
@@ -146,7 +151,7 @@ static void die(const char *fmt, ...)
 		status("error %s: %s", msg, strerror(saved));
 	else
 		status("error %s", msg);
-	_exit(125);
+	_exit(EXIT_SANDBOX_ERROR);
 }
 
 static void phase(const char *name)
@@ -655,7 +660,7 @@ static void watch_supervisor(void)
 	if (poll(&pfd, 1, 0) < 0)
 		die("poll sync");
 	if (pfd.revents & (POLLHUP | POLLERR))
-		_exit(125);
+		_exit(EXIT_SANDBOX_ERROR);
 	close(SYNC_FD);
 }
 
@@ -736,7 +741,7 @@ static void jail_init(const struct jail *j)
 	while ((r = read(SYNC_FD, &go, 1)) < 0 && errno == EINTR)
 		;
 	if (r != 1)
-		_exit(125); // the supervisor gave up on this jail
+		_exit(EXIT_SANDBOX_ERROR); // the supervisor gave up on this jail
 	// Not dumpable: nothing of PID 1 is for the program to read later
 	// (/proc/1/*). Only now, since a non-dumpable process's uid_map is
 	// root's, and a rootless spawner had to write it.
@@ -836,7 +841,7 @@ static void jail_init(const struct jail *j)
 // Reply: i32 pid of PID 1 (0: none), then an error message (empty: none).
 // The spawner ends at EOF on its socket.
 
-#define SPAWN_FDS 6 // PID 1's descriptors 0 to 5
+#define SPAWN_FDS 6 // PID 1's descriptors 0 to 5 (initc_test.go)
 #define LOCK_FD 6   // PID 1's lock, if the request has one
 #define MAX_EXTRA_FDS 2
 #define MAX_REQUEST 4096
@@ -896,11 +901,11 @@ static void become_pid1(struct request *req)
 	for (int i = 0; i < n; i++) {
 		high[i] = fcntl(i < SPAWN_FDS ? req->fds[i] : req->lock_fd, F_DUPFD, 16);
 		if (high[i] < 0)
-			_exit(125);
+			_exit(EXIT_SANDBOX_ERROR);
 	}
 	for (int i = 0; i < n; i++)
 		if (dup2(high[i], i) < 0)
-			_exit(125);
+			_exit(EXIT_SANDBOX_ERROR);
 	close_fds_from(n);
 	jail_init(&req->jail);
 }
@@ -951,7 +956,7 @@ static pid_t spawn_jail(struct request *req, char *err, size_t errlen)
 		become_pid1(req); // never returns
 	int clone_err = errno;
 	if (as_owner && setresuid(-1, 0, -1) < 0)
-		_exit(125); // a spawner that cannot be root again must not serve on
+		_exit(EXIT_SANDBOX_ERROR); // a spawner that cannot be root again must not serve on
 	errno = clone_err;
 	if (pid < 0) {
 		snprintf(err, errlen, "clone the jail's namespaces: %s (if user namespaces are disabled: "
@@ -999,7 +1004,7 @@ static void spawner_main(void)
 	// the capabilities while the effective uid is one of them. A jail's
 	// PID 1 gets the default securebits back with its user namespace.
 	if (geteuid() == 0 && prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
-		_exit(125);
+		_exit(EXIT_SANDBOX_ERROR);
 	for (;;) {
 		struct iovec iov = { buf, sizeof buf };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
@@ -1102,9 +1107,13 @@ void microbox_prestart_spawner(char **argv)
 	microbox_prestarted_pid = pid;
 }
 
+// INIT_ENV for exec's client (cmd/microbox/client.c), which leaves a
+// spawner's start alone.
+const char microbox_init_env[] = INIT_ENV;
+
 __attribute__((constructor)) static void microbox_init(void)
 {
-	if (!getenv("_MICROBOX_INIT"))
+	if (!getenv(INIT_ENV))
 		return; // an ordinary microbox command: let Go start
 	spawner_main();
 }

@@ -14,17 +14,20 @@ import (
 // spawner (an os.File would register each with the poller and take it out
 // again, system calls for nothing).
 type pipes struct {
-	inW, outR, errR *os.File // the program's stdin, stdout and stderr
-	planW           *os.File // the plan, to PID 1's fd 3
-	statusR         *os.File // status lines, from PID 1's fd 4
-	syncW           *os.File // go, to PID 1's fd 5; kept open until the teardown
-	jail            [6]int   // PID 1's ends, its fds 0 to 5 in order; -1 once closed
+	inW, outR, errR *os.File      // the program's stdin, stdout and stderr
+	planW           *os.File      // the plan, to PID 1's planFD
+	statusR         *os.File      // status lines, from PID 1's statusFD
+	syncW           *os.File      // go, to PID 1's syncFD; kept open until the teardown
+	jail            [spawnFDs]int // PID 1's ends, its fds 0 to 5 in order; -1 once closed
 }
 
 func newPipes() (*pipes, error) {
-	p := &pipes{jail: [6]int{-1, -1, -1, -1, -1, -1}}
-	ours := [6]**os.File{&p.inW, &p.outR, &p.errR, &p.planW, &p.statusR, &p.syncW}
-	jailReads := [6]bool{true, false, false, true, false, true}
+	p := &pipes{}
+	ours := [spawnFDs]**os.File{0: &p.inW, 1: &p.outR, 2: &p.errR, planFD: &p.planW, statusFD: &p.statusR, syncFD: &p.syncW}
+	jailReads := [spawnFDs]bool{0: true, planFD: true, syncFD: true}
+	for i := range p.jail {
+		p.jail[i] = -1
+	}
 	for i := range p.jail {
 		var fds [2]int
 		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {

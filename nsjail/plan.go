@@ -73,12 +73,13 @@ const (
 	mountScratch = unix.MS_NOSUID | unix.MS_NODEV
 )
 
-// Flags of the "bind" step; init.c has the same values.
+// Flags of the "bind" step, a bit mask: init.c has the same values
+// (BIND_READONLY, BIND_OPTIONAL), and initc_test.go holds them equal.
 const (
-	bindWritable = "0"
-	bindReadOnly = "1"
-	// bindReadOnlyIfExists skips the bind when the source is missing.
-	bindReadOnlyIfExists = "3"
+	bindWritable = 0
+	bindReadOnly = 1 << 0
+	// bindOptional skips the bind when the source is missing.
+	bindOptional = 1 << 1
 )
 
 // jailPlan is the plan's first part: what PID 1 does before it is ready
@@ -123,7 +124,7 @@ func mountPlan(s *Spec, ids idMapping) (*plan, error) {
 	// Read-only even for root of the jail: the kernel knobs are no
 	// business of the program's, whatever the ownership would say.
 	for _, f := range []string{"/proc/sys", "/proc/sysrq-trigger"} {
-		p.step("bind", newRoot+f, newRoot+f, bindReadOnlyIfExists)
+		p.step("bind", newRoot+f, newRoot+f, num(bindReadOnly|bindOptional))
 	}
 	// Masked files read as this empty file of the stage, which outlives
 	// the stage's unmount through the binds.
@@ -170,13 +171,13 @@ func runPlan(s *Spec, ids idMapping, seccompBPF []byte) *plan {
 // (the stage's own) holding the host-derived entries, made read-only after.
 func (p *plan) root(s *Spec, ids idMapping) error {
 	if s.RootDir != "" {
-		p.step("bind", oldRoot+s.RootDir, newRoot, bindReadOnly)
+		p.step("bind", oldRoot+s.RootDir, newRoot, num(bindReadOnly))
 		p.rootFilesTmpfs(s)
 		return nil
 	}
 	// A bind onto itself makes /newroot a mount point: pivot_root needs
 	// one, and it can then be made read-only on its own.
-	p.step("bind", newRoot, newRoot, bindWritable)
+	p.step("bind", newRoot, newRoot, num(bindWritable))
 	entries, err := rootfs.HostEntries(ids.identity(), s.Hostname)
 	if err != nil {
 		return err
@@ -192,7 +193,7 @@ func (p *plan) root(s *Spec, ids idMapping) error {
 			} else {
 				p.step("mkdir", dst, "493")
 			}
-			p.step("bind", oldRoot+e.Source, dst, bindReadOnly)
+			p.step("bind", oldRoot+e.Source, dst, num(bindReadOnly))
 		case rootfs.Symlink:
 			p.step("symlink", e.Source, dst)
 		case rootfs.File:
@@ -258,7 +259,7 @@ func (p *plan) dev(s *Spec) {
 	p.step("mount", "tmpfs", d, "tmpfs", num(mountNoExec), "size=64k,mode=0755")
 	for _, n := range devices {
 		p.step("file", d+"/"+n, "438", "") // 0666
-		p.step("bind", oldRoot+"/dev/"+n, d+"/"+n, bindWritable)
+		p.step("bind", oldRoot+"/dev/"+n, d+"/"+n, num(bindWritable))
 	}
 	p.step("symlink", "/proc/self/fd", d+"/fd")
 	for i, n := range []string{"stdin", "stdout", "stderr"} {

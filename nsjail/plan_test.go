@@ -90,7 +90,7 @@ func TestPlanOrder(t *testing.T) {
 		}
 		last = i
 	}
-	if i := index(steps, "bind", oldRoot+"/usr", newRoot+"/usr"); steps[i][3] != bindReadOnly {
+	if i := index(steps, "bind", oldRoot+"/usr", newRoot+"/usr"); steps[i][3] != num(bindReadOnly) {
 		t.Fatalf("/usr bound with flags %q", steps[i][3])
 	}
 	if index(steps, "mkdir", "/work") >= 0 {
@@ -144,7 +144,7 @@ func TestPlanPreparedRoot(t *testing.T) {
 	s := testSpec()
 	s.RootDir = "/srv/root"
 	steps := wholePlan(t, s, nil)
-	if i := index(steps, "bind", oldRoot+"/srv/root", newRoot); i < 0 || steps[i][3] != bindReadOnly {
+	if i := index(steps, "bind", oldRoot+"/srv/root", newRoot); i < 0 || steps[i][3] != num(bindReadOnly) {
 		t.Fatalf("prepared root not bound read-only: %v", steps)
 	}
 	if index(steps, "file", newRoot+"/etc/passwd") >= 0 || index(steps, "seccomp") >= 0 {

@@ -93,7 +93,7 @@ func (sp *Spawner) startLocked() error {
 		Path:       "/proc/self/exe",
 		Args:       []string{"microbox-spawner"},
 		Env:        []string{initEnv + "=spawner"},
-		ExtraFiles: []*os.File{theirs}, // fd 3
+		ExtraFiles: []*os.File{theirs}, // fd 3: init.c's SPAWNER_FD
 		SysProcAttr: &syscall.SysProcAttr{
 			// If microbox dies, so does the spawner; its jails have
 			// their own parent-death signal (init.c).

@@ -13,6 +13,7 @@
 //	init.c       the child side, in C before Go's runtime: the spawner
 //	             and PID 1, which builds the root, pivots into it, drops
 //	             every privilege, loads the filter and execs the program
+//	init.go      what the Go side shares with init.c: descriptors, names
 //	ids.go       how the jail's user ids map to the host's
 //	pipes.go     the descriptors between the supervisor and PID 1
 //	output.go    stdout and stderr, drained and capped

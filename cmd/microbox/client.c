@@ -1,6 +1,7 @@
-// The client half of `microbox serve` (serve.go holds the protocol and the
-// server): a `microbox exec` that finds a server hands its run over before
-// the Go runtime starts, and exits with the status the server sends back.
+// The client half of `microbox serve` (internal/server holds the protocol
+// and the server): a `microbox exec` that finds a server hands its run
+// over before the Go runtime starts, and exits with the status the server
+// sends back.
 //
 // It runs as an ELF constructor, like the jail's init (nsjail/init.c), and
 // returns, letting Go start and run exec in-process, whenever it cannot
@@ -23,8 +24,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_SOCKET "/run/microbox/exec.sock" // serve.go: defaultSocket
-#define SERVE_FALLBACK 0xFFFFFFFFu               // serve.go: serveFallback
+// What the server (internal/server) and result.ExitSandboxError have too;
+// internal/server/clientc_test.go holds the two sides equal, and wanted's
+// variables too.
+#define SOCKET_ENV "MICROBOX_SOCKET"
+#define DEFAULT_SOCKET "/run/microbox/exec.sock"
+#define SERVE_MAGIC "MBX1" // opens the request; its last byte is the version
+#define SERVE_FALLBACK 0xFFFFFFFFu // the server's "run it yourself"
 #define EXIT_SANDBOX_ERROR 125
 
 // The connection and the signal that came, for the signal handler.
@@ -78,8 +84,8 @@ static void put_str(struct buf *b, const char *s)
 	put(b, s, n);
 }
 
-// wanted reports whether exec reads the variable e (NAME=value); serve.go's
-// clientVariable keeps the same ones.
+// wanted reports whether exec reads the variable e (NAME=value); the
+// server's clientVariables are the same ones.
 static int wanted(const char *e)
 {
 	return !strncmp(e, "MICROBOX_", 9) || !strncmp(e, "HOME=", 5) ||
@@ -128,7 +134,9 @@ static int connect_server(const char *path)
 // send_request sends the header with descriptors 0, 1 and 2, then the body.
 static int send_request(int s, const struct buf *b)
 {
-	unsigned char header[8] = { 'M', 'B', 'X', '1', b->len, b->len >> 8, b->len >> 16, b->len >> 24 };
+	unsigned char header[8] = { 0, 0, 0, 0, b->len, b->len >> 8, b->len >> 16, b->len >> 24 };
+	_Static_assert(sizeof SERVE_MAGIC == 4 + 1, "the magic is 4 bytes");
+	memcpy(header, SERVE_MAGIC, 4);
 	int fds[3] = { 0, 1, 2 };
 	union {
 		char buf[CMSG_SPACE(sizeof fds)];
@@ -186,14 +194,16 @@ static void set_handlers(void (*h)(int))
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-// nsjail/init.c: forks the spawner of an exec run in-process.
+// nsjail/init.c: forks the spawner of an exec run in-process; and the
+// variable that makes a start of this binary the spawner.
 void microbox_prestart_spawner(char **argv);
+extern const char microbox_init_env[];
 
 // hand_over gives the run to a server and exits with its status, or
 // returns when the run is for this process to do.
 static void hand_over(int argc, char **argv, char **envp)
 {
-	const char *path = getenv("MICROBOX_SOCKET");
+	const char *path = getenv(SOCKET_ENV);
 	if (!path)
 		path = DEFAULT_SOCKET;
 	if (!*path)
@@ -335,7 +345,7 @@ long long microbox_constructor_ns;
 
 __attribute__((constructor)) static void microbox_client(int argc, char **argv, char **envp)
 {
-	if (argc < 2 || strcmp(argv[1], "exec") != 0 || getenv("_MICROBOX_INIT"))
+	if (argc < 2 || strcmp(argv[1], "exec") != 0 || getenv(microbox_init_env))
 		return;
 	struct timespec now;
 	if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)

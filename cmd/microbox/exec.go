@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
@@ -145,11 +143,11 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 // (cgroup.GC) while this run goes on: it only touches groups whose owner is
 // dead, never this run's, and reading the hierarchies costs about half a
 // millisecond that need not come before the program starts. A server does
-// it at most once a minute per parent (staleGroups), not with every run.
+// it at most once a minute per parent (server.Session), not with every run.
 func (inv *invocation) gcInBackground(spec *nsjail.Spec) <-chan struct{} {
 	done := make(chan struct{})
 	c := spec.Cgroup
-	if c == nil || !inv.staleGroups.due(c.Parent) {
+	if c == nil || inv.runs != nil && !inv.runs.StaleGroupsDue(c.Parent) {
 		close(done)
 		return done
 	}
@@ -158,29 +156,6 @@ func (inv *invocation) gcInBackground(spec *nsjail.Spec) <-chan struct{} {
 		cgroup.GC(c.Parent)
 	}()
 	return done
-}
-
-// staleGroupsGC paces a server's collection of stale run groups. The nil
-// pacer (microbox's own process) is always due.
-type staleGroupsGC struct {
-	mu   sync.Mutex
-	last map[string]time.Time // by cgroup parent
-}
-
-func (g *staleGroupsGC) due(parent string) bool {
-	if g == nil {
-		return true
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if t, ok := g.last[parent]; ok && time.Since(t) < time.Minute {
-		return false
-	}
-	if g.last == nil {
-		g.last = map[string]time.Time{}
-	}
-	g.last[parent] = time.Now()
-	return true
 }
 
 // report tells, on stderr, why a run ended when its status is not the
@@ -292,8 +267,8 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	return o, nil
 }
 
-// flagNames are the fields of Options (nsjail's, policy's) as exec's flags
-// (and rootfs's) call them.
+// flagNames are the fields of Options (nsjail's, policy's, batch's,
+// serve's) as exec's flags (and rootfs's) call them.
 var flagNames = map[string]string{
 	"Memory": "--mem", "CPUs": "--cpus", "Pids": "--pids", "CPUTime": "--cpu-time",
 	"Timeout": "--timeout", "OutputLimit": "--output-limit", "TmpfsSize": "--tmpfs-size",
@@ -311,6 +286,8 @@ var flagNames = map[string]string{
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
 	"Pin": "--pin", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
+	// serve
+	"Socket": "--socket", "Warm": "--warm",
 }
 
 func flagName(field string) string { return flagNames[field] }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/internal/interrupt"
+	"github.com/microbox/microbox/internal/server"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -42,7 +43,7 @@ func main() {
 
 // invocation is one command's world: where it reads and writes, which
 // directory relative names start from and which environment it sees. It is
-// microbox's own process, or, under `microbox serve`, a client's (serve.go).
+// microbox's own process, or, under `microbox serve`, a client's (serveExec).
 type invocation struct {
 	stdin, stdout, stderr *os.File
 	stdinReader           io.Reader // reads stdin for the program; nil: stdin itself
@@ -50,9 +51,7 @@ type invocation struct {
 	clientPID             int       // the client's pid; 0 for the process's own
 	getenv                func(string) string
 	ctx                   context.Context // nil: the process's signals end the run
-	jails                 *warmPool       // the server's ready jails; nil: every run starts cold
-	teardowns             []func() error  // the server's runs' teardowns, for after the answer
-	staleGroups           *staleGroupsGC  // the server's pacing of cgroup.GC; nil: every run
+	runs                  *server.Session // the server's runs for the client; nil: every run starts cold
 	status                int             // exit status set by the command
 	moments               []nsjail.Moment // the process's own, before its run, for --trace
 }
@@ -100,28 +99,13 @@ func (inv *invocation) context() (context.Context, context.CancelFunc) {
 }
 
 // runSpec runs one sandboxed program for the invocation. A server's
-// invocation has its result before the jail has gone: the kernel's
-// teardown of the namespaces is no part of the caller's wait, and the
-// server finishes it after answering (tearDown).
+// invocation has its result before the jail has gone: the server tears
+// it down after answering (server.Session).
 func (inv *invocation) runSpec(ctx context.Context, s *nsjail.Spec) *result.Result {
-	if inv.jails == nil {
+	if inv.runs == nil {
 		return nsjail.Run(ctx, s)
 	}
-	res, teardown := inv.jails.run(ctx, s)
-	inv.teardowns = append(inv.teardowns, teardown)
-	return res
-}
-
-// tearDown finishes the teardowns of the server's runs for this
-// invocation; the caller has its answer, so failures go to the server's
-// log.
-func (inv *invocation) tearDown() {
-	for _, teardown := range inv.teardowns {
-		if err := teardown(); err != nil {
-			fmt.Fprintf(os.Stderr, "microbox: serve: cleanup after a run of pid %d: %v\n", inv.pid(), err)
-		}
-	}
-	inv.teardowns = nil
+	return inv.runs.Run(ctx, s)
 }
 
 // cacheDir is the caller's user cache directory, found as

@@ -20,8 +20,13 @@ import (
 	"time"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/internal/server"
 	"github.com/microbox/microbox/result"
 )
+
+// socketEnv is the variable that sends a client to a server, or, set to
+// "", keeps it in-process.
+const socketEnv = server.SocketEnv
 
 // launchServer starts `microbox serve` on socket, its log to log, and
 // waits until it listens.
@@ -346,21 +351,5 @@ func TestServeOtherMountNamespaceRunsItself(t *testing.T) {
 	}
 	if pids := jailPids(t, cmd.Process.Pid); len(pids) == 0 {
 		t.Fatal("the client did not run its jail itself")
-	}
-}
-
-// A server collects stale run groups once a minute per parent, not with
-// every run; microbox's own process (no pacer) with every run.
-func TestStaleGroupsPacing(t *testing.T) {
-	var own *staleGroupsGC
-	if !own.due("") || !own.due("") {
-		t.Fatal("an in-process exec skipped the collection")
-	}
-	g := &staleGroupsGC{}
-	if !g.due("") || g.due("") {
-		t.Fatal("a server collects with every run, or never")
-	}
-	if !g.due("/eval.slice") {
-		t.Fatal("another parent waits for the first one's minute")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 // The server's jails, all started by one nsjail.Spawner, and those started
 // ahead of their runs (Spawner.Start): a run that finds one ready skips the
@@ -16,10 +16,10 @@ import (
 	"github.com/microbox/microbox/result"
 )
 
-// warmPool keeps up to size jails ready in the shape (cgroup limits and
-// mounts) of the last run asked for: callers send the same flags run after
+// pool keeps up to size jails ready in the shape (cgroup limits and
+// mounts) of the last run asked for: callers send the same options run after
 // run, and a run of another shape makes the pool start over with that one.
-type warmPool struct {
+type pool struct {
 	size    int
 	spawner *nsjail.Spawner
 
@@ -38,13 +38,13 @@ type warmPool struct {
 	background sync.WaitGroup
 }
 
-func newWarmPool(size int, sp *nsjail.Spawner) *warmPool {
-	return &warmPool{size: size, spawner: sp}
+func newPool(size int, sp *nsjail.Spawner) *pool {
+	return &pool{size: size, spawner: sp}
 }
 
 // run runs s in a ready jail, or in a fresh one when none fits; the
 // caller must call teardown (see nsjail.RunEarly).
-func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, teardown func() error) {
+func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, teardown func() error) {
 	if p.size > 0 {
 		// An error here is the cold run's to report.
 		if shape, err := nsjail.ShapeOf(s); err == nil {
@@ -58,7 +58,7 @@ func (p *warmPool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result,
 
 // take returns a ready jail of the shape, or nil; refill, once the run is
 // over, starts jails for the next runs.
-func (p *warmPool) take(shape nsjail.Shape) *nsjail.Jail {
+func (p *pool) take(shape nsjail.Shape) *nsjail.Jail {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -85,7 +85,7 @@ func (p *warmPool) take(shape nsjail.Shape) *nsjail.Jail {
 }
 
 // closeLater closes a jail in the background; mu is held.
-func (p *warmPool) closeLater(j *nsjail.Jail) {
+func (p *pool) closeLater(j *nsjail.Jail) {
 	p.background.Add(1)
 	go func() {
 		defer p.background.Done()
@@ -93,11 +93,11 @@ func (p *warmPool) closeLater(j *nsjail.Jail) {
 	}()
 }
 
-// refill starts the jails the pool lacks. The server calls it when a run
+// refill starts the jails the pool lacks. Session.End calls it when a run
 // has ended and its client has the result: started during the run, they
 // would compete with the program for the CPUs (measured: it cost the run
 // most of what the ready jail saved it).
-func (p *warmPool) refill() {
+func (p *pool) refill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed && p.keyed {
@@ -106,7 +106,7 @@ func (p *warmPool) refill() {
 }
 
 // fill starts jails until size are ready or on their way; mu is held.
-func (p *warmPool) fill() {
+func (p *pool) fill() {
 	for !p.closed && !p.failing && len(p.ready)+p.starting < p.size {
 		p.starting++
 		p.background.Add(1)
@@ -117,7 +117,7 @@ func (p *warmPool) fill() {
 	}
 }
 
-func (p *warmPool) start(shape nsjail.Shape, gen int) {
+func (p *pool) start(shape nsjail.Shape, gen int) {
 	j, err := p.spawner.Start(shape)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -138,7 +138,7 @@ func (p *warmPool) start(shape nsjail.Shape, gen int) {
 // close ends the ready jails, and waits for those still starting, which
 // end as they come, and for those closing. The spawner stays for them: it
 // ends with the server.
-func (p *warmPool) close() {
+func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
 	ready := p.ready

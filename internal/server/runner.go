@@ -1,0 +1,102 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
+)
+
+// A Runner runs a long-lived server's specs, whatever front end received
+// them: in jails one spawner starts, some of them ahead of their runs
+// (pool.go), answering before each jail is torn down, and collecting the
+// groups of killed runs at most once a minute (stalegroups.go). Each
+// request's runs are a Session.
+type Runner struct {
+	spawner *nsjail.Spawner
+	jails   *pool
+	stale   staleGroups
+}
+
+// NewRunner starts the jail spawner, and a pool that keeps warm jails
+// started ahead of their runs (0: each run's jail starts when it comes).
+// Call it from a goroutine no one locks to its thread: the jails'
+// parent-death signal follows the thread that started the spawner.
+//
+// It also gives Go a quarter of the CPUs, unless $GOMAXPROCS says
+// otherwise: the server's own work is a small part of a run's CPU time
+// (BENCHMARKS.md), and fewer of Go's processors mean fewer threads woken
+// and less of the runtime's polling per run (measured on 2 CPUs: 12% less
+// of the server's CPU time per run with one).
+func NewRunner(warm int) (*Runner, error) {
+	if warm < 0 {
+		return nil, field.Errorf("Warm", "{Warm} %d: give 0 or more jails", warm)
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)/4))
+	}
+	sp, err := nsjail.NewSpawner()
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{spawner: sp, jails: newPool(warm, sp)}, nil
+}
+
+// Close ends the ready jails and waits for those being started or closed,
+// then ends the spawner. Call it once every session has ended.
+func (r *Runner) Close() error {
+	r.jails.close()
+	return r.spawner.Close()
+}
+
+// Session begins one request's runs; client names whom they are for in
+// the server's log.
+func (r *Runner) Session(client string) *Session {
+	return &Session{runner: r, client: client}
+}
+
+// A Session is one request's runs. Its verdicts come before the jails are
+// torn down: the kernel's teardown of the namespaces is no part of the
+// caller's wait, and End finishes it once the caller has its answer.
+type Session struct {
+	runner    *Runner
+	client    string
+	teardowns []func() error
+}
+
+// Run runs s in a ready jail, or in a fresh one when none fits, and
+// returns its verdict (never nil) as soon as the program has ended.
+func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
+	res, teardown := s.runner.jails.run(ctx, spec)
+	s.teardowns = append(s.teardowns, teardown)
+	return res
+}
+
+// StaleGroupsDue reports whether a run under the cgroup parent is to
+// collect the groups of killed runs (cgroup.GC) as it goes: a server does
+// it at most once a minute per parent, not with every run.
+func (s *Session) StaleGroupsDue(parent string) bool {
+	return s.runner.stale.due(parent)
+}
+
+// End finishes the session once its caller has the answer: the runs'
+// teardowns, then the start of the jails the pool lacks for the next runs.
+func (s *Session) End() {
+	s.tearDown()
+	s.runner.jails.refill()
+}
+
+// tearDown finishes the teardowns of the session's runs; the caller has
+// its answer, so failures go to the server's log.
+func (s *Session) tearDown() {
+	for _, teardown := range s.teardowns {
+		if err := teardown(); err != nil {
+			fmt.Fprintf(os.Stderr, "microbox: serve: cleanup after a run of %s: %v\n", s.client, err)
+		}
+	}
+	s.teardowns = nil
+}

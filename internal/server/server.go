@@ -1,0 +1,170 @@
+// Package server is `microbox serve`: one long-lived microbox that runs
+// `microbox exec` for one-shot callers, so that a run does not pay for
+// starting and stopping a Go runtime (about 8 of the 21 ms a one-shot run
+// cost beyond python; BENCHMARKS.md).
+//
+// The caller still starts `microbox exec ...` as before. Before Go starts,
+// the client in cmd/microbox/client.c connects to the server's socket and
+// hands it the arguments, the working directory, the variables exec reads
+// (MICROBOX_*, HOME and XDG_CACHE_HOME) and its descriptors 0, 1 and 2;
+// the server runs exactly what that exec would have run (the caller's
+// Handler), writes the program's output and the verdict straight to the
+// caller's descriptors and sends back the exit status, which the client
+// exits with. Whenever the server cannot serve a client the same way the
+// client would have run itself, it answers "run it yourself" before
+// anything has happened, and the client starts Go and runs in-process.
+//
+// Wire format (integers little-endian uint32):
+//
+//	client → server  "MBX1" len, with SCM_RIGHTS fds 0, 1, 2; then len bytes:
+//	                 str(cwd) n str(arg)×n m str(NAME=value)×m
+//	                 where str := len byte[len]; args start with "exec"
+//	server → client  the exit status, or fallback; then EOF
+//
+// The client sends nothing after its request: EOF on the connection (the
+// client died, or shut its side on SIGINT, SIGTERM or SIGHUP) ends the run
+// as those signals end an in-process one.
+//
+// The runs themselves, in jails started ahead and torn down after the
+// answer, are a Runner's (runner.go, pool.go, stalegroups.go), which
+// another front end may share; the rest of the package is the socket and
+// its protocol.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+
+	"github.com/microbox/microbox/internal/interrupt"
+	"github.com/microbox/microbox/result"
+)
+
+// A Handler runs one client's request and returns the status the client
+// exits with. ctx ends when the client goes away (killed, or interrupted:
+// the run is to end as an in-process one would) or the server stops; the
+// request's specs run through runs, in the server's jails.
+type Handler func(ctx context.Context, req *Request, runs *Session) int
+
+// Options are a server's.
+type Options struct {
+	// Socket is where to listen; "" means $MICROBOX_SOCKET, else
+	// DefaultSocket.
+	Socket string
+	// Warm is how many jails to keep started ahead of their runs
+	// (NewRunner).
+	Warm int
+	// Handler runs each request.
+	Handler Handler
+}
+
+// Serve listens on the socket until SIGTERM or SIGINT, then ends the runs
+// under way and the ready jails, and removes the socket.
+func Serve(o Options) error {
+	path := o.socket()
+	runner, err := NewRunner(o.Warm)
+	if err != nil {
+		return err
+	}
+	defer runner.Close() // after the runs: a spawner's failure is no one's to hear
+	l, err := listen(path)
+	if err != nil {
+		return err
+	}
+	ctx, stop := interrupt.Context(context.Background())
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		l.Close() // ends Accept below
+	}()
+	fmt.Fprintf(os.Stderr, "microbox: serving exec on %s\n", path)
+	s := &server{ctx: ctx, runner: runner, handle: o.Handler}
+	s.acceptUntilDone(l)
+	// A second SIGTERM or ^C ends the server at once from here on: the
+	// wait below is for runs ending, and Close's for jails being started
+	// or closed.
+	stop()
+	s.conns.Wait()
+	return nil
+}
+
+func (o Options) socket() string {
+	if o.Socket != "" {
+		return o.Socket
+	}
+	if env := os.Getenv(SocketEnv); env != "" {
+		return env
+	}
+	return DefaultSocket
+}
+
+// server is one Serve's listener's state.
+type server struct {
+	ctx    context.Context // ends at SIGTERM or SIGINT
+	runner *Runner
+	handle Handler
+	conns  sync.WaitGroup
+}
+
+// acceptUntilDone serves every connection, each on its goroutine, until
+// the server's context ends.
+func (s *server) acceptUntilDone(l *net.UnixListener) {
+	for {
+		conn, err := l.AcceptUnix()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			// Out of descriptors, say: a client falls back while this lasts.
+			fmt.Fprintf(os.Stderr, "microbox: accept: %v\n", err)
+			continue
+		}
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			s.serveConn(conn)
+		}()
+	}
+}
+
+// serveConn serves one client: one run.
+func (s *server) serveConn(conn *net.UnixConn) {
+	defer conn.Close()
+	// A bug in one request must not end the server, and with it every
+	// other run: the client gets a sandbox error and the log the trace.
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(os.Stderr, "microbox: serve: panic: %v\n%s", p, debug.Stack())
+			sendStatus(conn, result.ExitSandboxError)
+		}
+	}()
+	req, err := readRequest(conn)
+	if err != nil {
+		// Nothing has run: the client may still run in-process.
+		fmt.Fprintf(os.Stderr, "microbox: serve: %v; the client runs itself\n", err)
+		sendStatus(conn, fallback)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	defer cancel(nil)
+	// The client sends nothing more: a read returns when it is gone.
+	go func() {
+		conn.Read(make([]byte, 1))
+		cancel(errors.New("the caller ended the run (microbox exec was killed or got a signal)"))
+	}()
+	stdin := newCancellableFile(req.Stdin)
+	req.StdinReader = stdin
+	runs := s.runner.Session(fmt.Sprintf("pid %d", req.PID))
+	defer runs.tearDown() // also after a panic
+	status := s.handle(ctx, req, runs)
+	// The caller may wait for EOF on its pipes: let go of them before the
+	// client exits.
+	stdin.cancel()
+	req.close()
+	sendStatus(conn, uint32(status))
+	runs.End()
+}
