@@ -283,6 +283,8 @@ var flagNames = map[string]string{
 	"Python": "--python", "Hostname": "--hostname", "NoCgroup": "--no-cgroup",
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
 	"Code": "-c CODE", "File": "a Python file",
+	// the options as a whole, in doctor's fix for a run they cannot build
+	"Options": "the flags",
 	// rootfs build and import
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
