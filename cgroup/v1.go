@@ -93,7 +93,7 @@ func newV1(name string, opts Options) (Run, error) {
 	swapless := false
 	if lim.Memory > 0 {
 		var err error
-		if swapless, err = v1CheckSwap(); err != nil {
+		if swapless, err = V1CheckSwap(); err != nil {
 			return nil, err
 		}
 	}
@@ -162,19 +162,6 @@ func v1Mkdir(root, sub string, parents map[string]string, name string, made []st
 		}
 	}
 	return dir, err
-}
-
-// v1CheckSwap refuses a memory limit that swap could get around: without
-// swap accounting (memory.memsw.*) a run could page out past its limit.
-// It reports whether memsw is missing on a host that has no swap at all.
-func v1CheckSwap() (swapless bool, err error) {
-	if fileExists(filepath.Join(mountRoot, "memory", "memory.memsw.limit_in_bytes")) {
-		return false, nil
-	}
-	if !hostHasSwap() {
-		return true, nil // no swap on this host: nothing to account
-	}
-	return false, errors.New("the host has swap (or /proc/swaps cannot be read) but no cgroup v1 swap accounting, so the memory limit cannot be enforced; boot with swapaccount=1 or turn swap off")
 }
 
 func (r *v1Run) Mode() Mode   { return ModeV1 }

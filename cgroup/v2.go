@@ -18,11 +18,6 @@ type v2Run struct {
 	fd  *os.File // the directory, for CLONE_INTO_CGROUP
 }
 
-// supervisorLeaf is where microbox moves itself when its own cgroup must
-// hand controllers to run groups: cgroup v2 forbids a non-root group with
-// processes from doing so (the no-internal-processes rule).
-const supervisorLeaf = "microbox-supervisor"
-
 // v2Settings are the files a run group's limits are written to.
 func v2Settings(l Limits) []setting {
 	var s []setting
@@ -109,21 +104,20 @@ func v2Parent(requested string, controllers []string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find own cgroup v2: %w", err)
 	}
-	if (own == "/" && isHierarchyRoot()) || len(controllers) == 0 {
+	if IsHierarchyRoot(own) || len(controllers) == 0 {
 		return own, nil
 	}
 	if err := enableControllers(own, controllers); err == nil {
 		return own, nil
 	}
 	// Own group has processes; if they are all ours, step into a leaf.
-	if strings.HasSuffix(own, "/"+supervisorLeaf) {
-		parent := filepath.Dir(own)
+	if parent := RunParent(own); parent != own {
 		if err := enableControllers(parent, controllers); err != nil {
 			return "", delegationError(parent, err)
 		}
 		return parent, nil
 	}
-	leaf := filepath.Join(mountRoot, own, supervisorLeaf)
+	leaf := filepath.Join(mountRoot, own, SupervisorLeaf)
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", delegationError(own, err)
 	}
@@ -178,15 +172,6 @@ func parentOf(pid int) int {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	return ppid
-}
-
-// isHierarchyRoot reports whether the cgroup mounted at mountRoot is the
-// real root of the hierarchy, which may hold processes and still enable
-// controllers. In a container's cgroup namespace "/" is the container's
-// group instead: an ordinary group, bound by the no-internal-processes
-// rule, and (unlike the root) it has a cgroup.type file.
-func isHierarchyRoot() bool {
-	return !fileExists(filepath.Join(mountRoot, "cgroup.type"))
 }
 
 func delegationError(group string, err error) error {
@@ -289,7 +274,7 @@ func gcV2(parent string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		parent = strings.TrimSuffix(own, "/"+supervisorLeaf)
+		parent = RunParent(own)
 	}
 	return collectStale(filepath.Join(mountRoot, parent), func(group string) error {
 		writeFile(filepath.Join(group, "cgroup.kill"), "1")

@@ -8,7 +8,8 @@
 //	err.Error()                  // "TmpfsSize (67108864 bytes) exceeds Memory"
 //	field.Message(err, flagName) // "--tmpfs-size (67108864 bytes) exceeds --mem"
 //
-// Message finds the error anywhere in a chain of wrapped errors.
+// Message finds the error anywhere in a chain of wrapped errors. Sprintf
+// spells a message that is not an error (a report's fix) the same way.
 package field
 
 import (
@@ -65,6 +66,12 @@ func (e *Error) Spell(name func(field string) string) string {
 		}
 	}
 	return fmt.Sprintf(format, args...)
+}
+
+// Sprintf is a message that is not an error (a report's line, a hint)
+// with its markers spelled as name says, as Spell spells an Error's.
+func Sprintf(name func(field string) string, format string, args ...any) string {
+	return (&Error{format: format, args: args}).Spell(name)
 }
 
 // marker is a {Field} in a format: a Go identifier, dots allowed.

@@ -48,3 +48,12 @@ func TestNested(t *testing.T) {
 		t.Error("the inner error is not in the chain")
 	}
 }
+
+func TestSprintf(t *testing.T) {
+	if got, want := Sprintf(flags, "pass {Memory} (%d%%), not %q", 5, "{Memory}"), `pass --mem (5%), not "{Memory}"`; got != want {
+		t.Errorf("Sprintf = %q, want %q", got, want)
+	}
+	if got := Sprintf(nil, "pass {Memory}"); got != "pass Memory" {
+		t.Errorf("Sprintf without names = %q", got)
+	}
+}

@@ -14,12 +14,13 @@ import (
 	"testing"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/internal/doctor"
 	"github.com/microbox/microbox/result"
 )
 
 // doctorJSON runs `microbox doctor --json ARGS` as uid (0: as the test
 // runs) and returns the report, each check by name, and the exit code.
-func doctorJSON(t *testing.T, uid int, args ...string) (doctorReport, map[string]doctorCheck, int) {
+func doctorJSON(t *testing.T, uid int, args ...string) (doctor.Report, map[string]doctor.Check, int) {
 	t.Helper()
 	cmd := exec.Command(microbox, append([]string{"doctor", "--json"}, args...)...)
 	cmd.Dir = "/"
@@ -28,17 +29,17 @@ func doctorJSON(t *testing.T, uid int, args ...string) (doctorReport, map[string
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	}
 	stdout, stderr, code := runCmd(t, cmd)
-	var rep doctorReport
+	var rep doctor.Report
 	if err := json.Unmarshal(stdout, &rep); err != nil {
 		t.Fatalf("doctor --json %v: %v\n%s\nstderr: %s", args, err, stdout, stderr)
 	}
-	byName := map[string]doctorCheck{}
+	byName := map[string]doctor.Check{}
 	for _, c := range rep.Checks {
 		byName[c.Name] = c
-		if c.Status != docOK && c.Status != docWarn && c.Status != docFail {
+		if c.Status != doctor.OK && c.Status != doctor.Warn && c.Status != doctor.Fail {
 			t.Errorf("check %s has status %q", c.Name, c.Status)
 		}
-		if c.Status != docOK && c.Fix == "" {
+		if c.Status != doctor.OK && c.Fix == "" {
 			t.Errorf("check %s is %s without a fix: %s", c.Name, c.Status, c.Detail)
 		}
 	}
@@ -58,7 +59,7 @@ func TestDoctorRoot(t *testing.T) {
 	for _, name := range []string{"host", "userns.max", "userns.unprivileged", "userns.apparmor", "userns.create",
 		"cgroup.mode", "cgroup.controllers", "cgroup.memory_peak", "cgroup.kill", "cgroup.clone_into",
 		"cgroup.delegation", "seccomp", "fs.tmpfs", "fs.overlay", "python", "run"} {
-		if c, ok := checks[name]; !ok || c.Status != docOK {
+		if c, ok := checks[name]; !ok || c.Status != doctor.OK {
 			t.Errorf("check %s: %+v, want ok", name, c)
 		}
 	}
@@ -100,10 +101,10 @@ func TestDoctorRootless(t *testing.T) {
 	if code != 1 || rep.OK {
 		t.Fatalf("exit %d ok=%v, want 1 and false", code, rep.OK)
 	}
-	if c := checks["cgroup.delegation"]; c.Status != docFail || !strings.Contains(c.Fix, "--no-cgroup") {
+	if c := checks["cgroup.delegation"]; c.Status != doctor.Fail || !strings.Contains(c.Fix, "--no-cgroup") {
 		t.Errorf("cgroup.delegation: %+v", c)
 	}
-	if checks["run"].Status != docFail || checks["run.no-cgroup"].Status != docOK {
+	if checks["run"].Status != doctor.Fail || checks["run.no-cgroup"].Status != doctor.OK {
 		t.Errorf("run %+v, run.no-cgroup %+v", checks["run"], checks["run.no-cgroup"])
 	}
 	rep, checks, code = doctorJSON(t, 65534, "--no-cgroup")

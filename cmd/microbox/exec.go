@@ -281,6 +281,8 @@ var flagNames = map[string]string{
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",
 	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "MaxRisk": "--max-risk",
 	"AuditLog": "--audit-log", "AuditInclude": "--audit-include",
+	// the options as a whole, in doctor's fix for a run they cannot build
+	"Options": "the flags",
 	// rootfs build and import
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
