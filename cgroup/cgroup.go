@@ -155,14 +155,29 @@ func lockOwner(dir string) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockOpened(fd, dir); err != nil {
 		unix.Close(fd)
-		if err == unix.EWOULDBLOCK {
-			return -1, fmt.Errorf("lock cgroup %s: %w", dir, errTaken)
-		}
-		return -1, &fs.PathError{Op: "lock", Path: dir, Err: err}
+		return -1, err
 	}
 	return fd, nil
+}
+
+// lockOpened takes the owner lock on fd, the directory dir opened.
+func lockOpened(fd int, dir string) error {
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err == unix.EWOULDBLOCK {
+			return fmt.Errorf("lock cgroup %s: %w", dir, errTaken)
+		}
+		return &fs.PathError{Op: "lock", Path: dir, Err: err}
+	}
+	// A GC may have taken the lock between our open and our lock,
+	// removed the group and let go: the lock is then on a directory that
+	// is gone.
+	var held, now unix.Stat_t
+	if unix.Fstat(fd, &held) != nil || unix.Stat(dir, &now) != nil || held.Ino != now.Ino || held.Dev != now.Dev {
+		return fmt.Errorf("lock cgroup %s: %w", dir, errTaken)
+	}
+	return nil
 }
 
 // Orphaned reports whether the run group at dir has lost its owner: a

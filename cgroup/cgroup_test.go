@@ -214,3 +214,23 @@ func TestWriteFileNeverCreates(t *testing.T) {
 		t.Fatal("writeFile created the file")
 	}
 }
+
+// A lock won on a group a GC removed in the meantime is no lock: the
+// maker tries another name (errTaken).
+func TestLockOnRemovedGroup(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), runPrefix+"1-x")
+	os.Mkdir(dir, 0o755)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	os.Remove(dir) // the GC's doing, between the maker's open and its lock
+	if err := lockOpened(fd, dir); !errors.Is(err, errTaken) {
+		t.Fatalf("lock on a removed group: %v, want errTaken", err)
+	}
+	os.Mkdir(dir, 0o755) // another group of the same name: still not ours
+	if err := lockOpened(fd, dir); !errors.Is(err, errTaken) {
+		t.Fatalf("lock on a replaced group: %v, want errTaken", err)
+	}
+}

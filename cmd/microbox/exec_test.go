@@ -277,7 +277,8 @@ s = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)
 print(*(s[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs')))`,
 			"0000000000000000 0000000000000000 0000000000000000 0000000000000000 0000000000000000 1"},
 		{"unprivileged uid", `import os; print(os.getuid(), os.getgid(), os.getgroups())`, "1000 1000 []"},
-		{"not root on the host", `print(open('/proc/self/uid_map').read().split())`, fmt.Sprintf("['0', '%d', '65536']", nsjail.HostIDBase)},
+		{"not root on the host, in a uid range of its own", fmt.Sprintf(`m = open('/proc/self/uid_map').read().split()
+print(m[0], int(m[1]) >= %d and (int(m[1]) - %d) %% 65536 == 0, m[2])`, nsjail.HostIDBase, nsjail.HostIDBase), "0 True 65536"},
 		{"no session or terminal", `import os; print(os.getsid(0) == os.getpid(), os.isatty(0))`, "True False"},
 		{"host secrets absent", `import os; print(os.path.exists('/root'), os.path.exists('/etc/shadow'), os.path.exists('/home'))`, "False False False"},
 		{"passwd names only the sandbox", `print(sorted(l.split(':')[0] for l in open('/etc/passwd')))`, "['nobody', 'root', 'sandbox']"},
