@@ -31,6 +31,9 @@
 #define DEFAULT_SOCKET "/run/microbox/exec.sock"
 #define SERVE_MAGIC "MBX1" // opens the request; its last byte is the version
 #define SERVE_FALLBACK 0xFFFFFFFFu // the server's "run it yourself"
+// Set when the client starts this binary again to report a server that
+// died mid-run (client.go: serverLostEnv).
+#define SERVER_LOST_ENV "_MICROBOX_SERVER_LOST"
 #define EXIT_SANDBOX_ERROR 125
 
 // The connection and the signal that came, for the signal handler.
@@ -199,6 +202,24 @@ static void set_handlers(void (*h)(int))
 void microbox_prestart_spawner(char **argv);
 extern const char microbox_init_env[];
 
+// server_lost reports a server that ended before the run did, as exec
+// reports any failure before a result: one line on stderr and, with
+// --json, a sandbox_error result on stdout, which Go writes (one encoder
+// of the contract, not two): this binary starts again, told why, and
+// reports instead of running. Nothing is run again: the run may have
+// begun.
+static void server_lost(const char *path, char **argv) __attribute__((noreturn));
+static void server_lost(const char *path, char **argv)
+{
+	char msg[4096 + 128];
+	snprintf(msg, sizeof msg, "the server at %s ended before the run did; see its log, "
+		 "or set " SOCKET_ENV "= to run without it", path);
+	if (setenv(SERVER_LOST_ENV, msg, 1) == 0)
+		execv("/proc/self/exe", argv);
+	dprintf(2, "microbox: %s\n", msg); // the line, at least
+	_exit(EXIT_SANDBOX_ERROR);
+}
+
 // hand_over gives the run to a server and exits with its status, or
 // returns when the run is for this process to do.
 static void hand_over(int argc, char **argv, char **envp)
@@ -234,11 +255,8 @@ static void hand_over(int argc, char **argv, char **envp)
 			raise(client_signal); // the caller asked for an end before any run
 		return;                       // run in-process
 	}
-	if (st < 0) {
-		dprintf(2, "microbox: the server at %s ended before the run did; "
-			   "see its log, or set MICROBOX_SOCKET= to run without it\n", path);
-		_exit(EXIT_SANDBOX_ERROR);
-	}
+	if (st < 0)
+		server_lost(path, argv);
 	_exit((int)st);
 }
 
@@ -345,7 +363,7 @@ long long microbox_constructor_ns;
 
 __attribute__((constructor)) static void microbox_client(int argc, char **argv, char **envp)
 {
-	if (argc < 2 || strcmp(argv[1], "exec") != 0 || getenv(microbox_init_env))
+	if (argc < 2 || strcmp(argv[1], "exec") != 0 || getenv(microbox_init_env) || getenv(SERVER_LOST_ENV))
 		return;
 	struct timespec now;
 	if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)

@@ -13,6 +13,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -20,6 +21,20 @@ import (
 	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/nsjail"
 )
+
+// serverLostEnv carries the client's report of a server that died mid-run
+// into this binary, started again to print it (client.c: server_lost).
+const serverLostEnv = "_MICROBOX_SERVER_LOST"
+
+// serverLost is that report, if this start of the binary is for it.
+func serverLost() error {
+	msg := os.Getenv(serverLostEnv)
+	if msg == "" {
+		return nil
+	}
+	os.Unsetenv(serverLostEnv)
+	return errors.New(msg)
+}
 
 // oneProcessor is the Go half of the constructor's pin (client.c) for a
 // one-shot exec: one processor, and the caller's CPUs back for every

@@ -32,6 +32,9 @@ func usagef(format string, args ...any) error {
 }
 
 func main() {
+	if err := serverLost(); err != nil {
+		os.Exit(processInvocation().fail(os.Args[1:], err))
+	}
 	goMain := nsjail.MomentNow("go-main")
 	if len(os.Args) > 1 && os.Args[1] == "exec" {
 		oneProcessor()

@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -352,4 +353,63 @@ func TestServeOtherMountNamespaceRunsItself(t *testing.T) {
 	if pids := jailPids(t, cmd.Process.Pid); len(pids) == 0 {
 		t.Fatal("the client did not run its jail itself")
 	}
+}
+
+// A server killed with runs in flight: every --json client still prints
+// one parseable sandbox_error result (exit 125), and what the runs left
+// (their cgroups, the socket) goes with the next run and the next server.
+func TestServerKilledMidRun(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "s", "exec.sock")
+	srv, err := launchServer(socket, io.Discard, "--warm", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients = 8
+	type outcome struct {
+		out  []byte
+		code int
+	}
+	done := make(chan outcome, clients)
+	for range clients {
+		go func() {
+			cmd := exec.Command(microbox, "exec", "--json", "--timeout", "20s", "-c", "import time; print('started', flush=True); time.sleep(10)")
+			cmd.Env = append(os.Environ(), socketEnv+"="+socket)
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			done <- outcome{out.Bytes(), code}
+		}()
+	}
+	// Kill it once every run has a jail.
+	for deadline := time.Now().Add(15 * time.Second); len(jailPids(t, srv.Process.Pid)) < clients; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs started", len(jailPids(t, srv.Process.Pid)), clients)
+		}
+	}
+	srv.Process.Kill()
+	srv.Wait()
+	for range clients {
+		o := <-done
+		var r result.Result
+		if err := json.Unmarshal(o.out, &r); err != nil {
+			t.Fatalf("a client printed no JSON result (%v): %q", err, o.out)
+		}
+		if o.code != result.ExitSandboxError || r.Status != result.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, "ended before the run did") {
+			t.Fatalf("exit %d status %s error %v", o.code, r.Status, deref(r.Error))
+		}
+	}
+	// The next run collects the dead server's groups; the next server
+	// takes over its socket.
+	time.Sleep(100 * time.Millisecond)
+	wantStatus(t, py(t, "print(1)"), result.StatusOK)
+	assertNoRunCgroups(t)
+	srv2, err := launchServer(socket, io.Discard)
+	if err != nil {
+		t.Fatalf("a new server could not take the dead one's socket: %v", err)
+	}
+	stopServer(srv2)
 }
