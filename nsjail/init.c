@@ -530,6 +530,21 @@ static void close_fds_from(int first)
 			close(fd);
 }
 
+// set_rlimit gives the program a limit, never above the hard limit it has
+// from microbox (raising that needs a privilege no jail has): a lower
+// limit than asked is a tighter one.
+static void set_rlimit(int res, struct rlimit lim)
+{
+	struct rlimit have;
+	if (getrlimit(res, &have) == 0 && have.rlim_max != RLIM_INFINITY && lim.rlim_max > have.rlim_max) {
+		lim.rlim_max = have.rlim_max;
+		if (lim.rlim_cur > lim.rlim_max)
+			lim.rlim_cur = lim.rlim_max;
+	}
+	if (setrlimit(res, &lim) < 0)
+		die("setrlimit %d", res);
+}
+
 // start_program runs in the program's process (pid 2), before its execve,
 // and never returns.
 static void start_program(struct program *prog, int errpipe)
@@ -546,8 +561,7 @@ static void start_program(struct program *prog, int errpipe)
 	close_extra_fds();
 	drop_privileges(prog);
 	for (int i = 0; i < prog->nrlimits; i++)
-		if (setrlimit(prog->rlimits[i].res, &prog->rlimits[i].lim) < 0)
-			die("setrlimit %d", prog->rlimits[i].res);
+		set_rlimit(prog->rlimits[i].res, prog->rlimits[i].lim);
 	if (chdir(prog->cwd) < 0)
 		die("chdir %s", prog->cwd);
 	if (prog->has_seccomp &&

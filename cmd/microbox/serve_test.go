@@ -413,3 +413,78 @@ func TestServerKilledMidRun(t *testing.T) {
 	}
 	stopServer(srv2)
 }
+
+// A client that connects and sends nothing does not keep SIGTERM from
+// stopping the server.
+func TestServeStopsWithIdleClient(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "s", "exec.sock")
+	srv, err := launchServer(socket, io.Discard, "--warm", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	srv.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		srv.Process.Kill()
+		<-done
+		t.Fatal("the server did not stop within 5 s of SIGTERM with an idle client connected")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the server took %s to stop", took)
+	}
+}
+
+// A server out of descriptors neither fails runs nor floods its log: the
+// clients it cannot serve run in-process, as promised.
+func TestServeOutOfDescriptors(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "s", "exec.sock")
+	os.MkdirAll(filepath.Dir(socket), 0o700)
+	var log bytes.Buffer
+	srv := exec.Command("sh", "-c", "ulimit -n 48 && exec "+microbox+" serve --warm 0 --socket "+socket)
+	srv.Stderr = &log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stopServer(srv)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if fi, err := os.Stat(socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not listen: %s", log.String())
+		}
+	}
+	const clients = 24
+	errs := make(chan string, clients)
+	for i := range clients {
+		go func() {
+			cmd := exec.Command(microbox, "exec", "--json", "-c", fmt.Sprintf("import time; time.sleep(0.3); print(%d)", i))
+			cmd.Env = append(os.Environ(), socketEnv+"="+socket)
+			out, _ := cmd.Output()
+			var r result.Result
+			if err := json.Unmarshal(out, &r); err != nil || r.Status != result.StatusOK || r.Stdout != fmt.Sprintf("%d\n", i) {
+				errs <- fmt.Sprintf("client %d: %v status %s error %v stdout %q", i, err, r.Status, deref(r.Error), r.Stdout)
+				return
+			}
+			errs <- ""
+		}()
+	}
+	for range clients {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+	if n := strings.Count(log.String(), "\n"); n > 20 {
+		t.Errorf("the server logged %d lines:\n%.2000s", n, log.String())
+	}
+}

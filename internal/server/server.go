@@ -39,6 +39,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/result"
@@ -104,31 +105,45 @@ func (o Options) socket() string {
 
 // server is one Serve's listener's state.
 type server struct {
-	ctx    context.Context // ends at SIGTERM or SIGINT
-	runner *Runner
-	handle Handler
-	conns  sync.WaitGroup
+	ctx       context.Context // ends at SIGTERM or SIGINT
+	runner    *Runner
+	handle    Handler
+	conns     sync.WaitGroup
+	admission admission
 }
 
 // acceptUntilDone serves every connection, each on its goroutine, until
 // the server's context ends.
 func (s *server) acceptUntilDone(l *net.UnixListener) {
+	guard := newAcceptGuard()
 	for {
 		conn, err := l.AcceptUnix()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return
 			}
-			// Out of descriptors, say: a client falls back while this lasts.
-			fmt.Fprintf(os.Stderr, "microbox: accept: %v\n", err)
+			guard.failed(l, err)
 			continue
 		}
+		guard.accepted()
 		s.conns.Add(1)
 		go func() {
 			defer s.conns.Done()
 			s.serveConn(conn)
 		}()
 	}
+}
+
+// readRequest reads a client's request within requestDeadline, and no
+// longer than the server runs: a stopping server does not wait for a
+// client that sends nothing.
+func (s *server) readRequest(conn *net.UnixConn) (*Request, error) {
+	conn.SetReadDeadline(time.Now().Add(requestDeadline))
+	stop := context.AfterFunc(s.ctx, func() { conn.SetReadDeadline(time.Now()) })
+	defer stop()
+	req, err := readRequest(conn)
+	conn.SetReadDeadline(time.Time{})
+	return req, err
 }
 
 // serveConn serves one client: one run.
@@ -142,13 +157,20 @@ func (s *server) serveConn(conn *net.UnixConn) {
 			sendStatus(conn, result.ExitSandboxError)
 		}
 	}()
-	req, err := readRequest(conn)
+	req, err := s.readRequest(conn)
 	if err != nil {
 		// Nothing has run: the client may still run in-process.
 		fmt.Fprintf(os.Stderr, "microbox: serve: %v; the client runs itself\n", err)
 		sendStatus(conn, fallback)
 		return
 	}
+	admitted, ok := s.admission.admit()
+	if !ok {
+		req.close()
+		sendStatus(conn, fallback) // out of descriptors: the client runs in-process
+		return
+	}
+	defer admitted()
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
 	// The client sends nothing more: a read returns when it is gone.
