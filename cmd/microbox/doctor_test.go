@@ -119,3 +119,19 @@ func TestDoctorBadFlags(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, result.ExitSandboxError)
 	}
 }
+
+// Doctor warns that runs share the host's own /usr, and checks that the
+// host's scientific packages (numpy, which scripts/deps installs) import in
+// runs as they do on the host.
+func TestDoctorSharedRootAndPackages(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the run doctor makes needs a cgroup here")
+	}
+	_, checks, _ := doctorJSON(t, 0, "--rootfs", "")
+	if c := checks["root.shared"]; c.Status != doctor.Warn || !strings.Contains(c.Fix, "--rootfs") {
+		t.Errorf("root.shared: %+v", c)
+	}
+	if c := checks["python.packages"]; c.Status != doctor.OK || !strings.Contains(c.Detail, "numpy") {
+		t.Errorf("python.packages: %+v (scripts/deps installs python3-numpy)", c)
+	}
+}

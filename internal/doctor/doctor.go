@@ -62,7 +62,9 @@ func Run(opts nsjail.Options) (*Report, error) {
 	d.checkSeccomp()
 	d.checkFilesystems()
 	d.checkPython()
+	d.checkSharedRoot()
 	d.checkRun()
+	d.checkPackages()
 	d.report.OK = true
 	for _, c := range d.report.Checks {
 		if c.Status == Fail {
@@ -93,6 +95,7 @@ type doctor struct {
 	opts   nsjail.Options  // the run to check, without its program yet (prepared)
 	cgroup *cgroup.Options // its cgroup; nil for none
 	report Report
+	ran    bool // the real run worked
 }
 
 func (d *doctor) add(name string, status Status, detail, fix string) {

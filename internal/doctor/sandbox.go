@@ -4,9 +4,13 @@ package doctor
 // a real run.
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -102,6 +106,7 @@ func (d *doctor) checkRun() {
 		d.add("run", Fail, field.Message(err, d.opts.FieldNames), d.spell("fix {Options}"))
 		return
 	case res.Status == result.StatusOK:
+		d.ran = true
 		d.add("run", OK, fmt.Sprintf("Python %s ran in %s (set-up %.0f ms, program %.0f ms; cgroup %s, seccomp %s)",
 			strings.TrimSpace(res.Stdout), took.Round(time.Millisecond), res.SetupTimeMs, res.WallTimeMs, res.Cgroup, res.Seccomp), "")
 		return
@@ -135,4 +140,93 @@ func (d *doctor) runOnce(noCgroup bool) (*result.Result, time.Duration, error) {
 	start := time.Now()
 	res := nsjail.Run(context.Background(), s)
 	return res, time.Since(start), nil
+}
+
+// checkSharedRoot warns when runs use the host's own /usr: they read the
+// host's page cache and can lock files that host services lock (flock on a
+// shared library blocks whoever locks it too). A prepared root that no host
+// service uses keeps that among runs.
+func (d *doctor) checkSharedRoot() {
+	if d.opts.RootDir() != "" {
+		d.add("root.shared", OK, "runs use a prepared root, not the host's own /usr", "")
+		return
+	}
+	d.add("root.shared", Warn, "runs use the host's own /usr, read-only: they share its page cache, and their locks on its files reach host services that lock them",
+		d.spell("for production, give runs a root of their own: microbox rootfs build DIR, then {RootFS} DIR"))
+}
+
+// scientificModules are the packages whose import doctor compares inside
+// and outside the default root: those most used by runs, and those that
+// reach their libraries through the host's /etc (BLAS and LAPACK through
+// /etc/alternatives).
+var scientificModules = []string{"numpy", "scipy", "pandas", "sklearn", "matplotlib"}
+
+// importCode imports each module named in argv[1] (comma-separated) that
+// the interpreter can find and prints, as JSON, the ones it found with
+// "ok" or the error their import raised.
+const importCode = `import importlib, importlib.util, json, sys
+out = {}
+for m in sys.argv[1].split(","):
+    if importlib.util.find_spec(m) is None:
+        continue
+    try:
+        importlib.import_module(m)
+        out[m] = "ok"
+    except Exception as e:
+        out[m] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(out))`
+
+// checkPackages checks, for the default root, that the packages the
+// host's Python imports import inside too.
+func (d *doctor) checkPackages() {
+	if d.opts.RootDir() != "" || !d.ran {
+		return // a prepared root is not the host's; a failed run says why
+	}
+	mods := strings.Join(scientificModules, ",")
+	out, err := exec.Command(d.opts.Python, "-I", "-c", importCode, mods).Output()
+	var host map[string]string
+	if err != nil || json.Unmarshal(out, &host) != nil {
+		d.add("python.packages", Warn, fmt.Sprintf("could not list the host's packages with %s: %v", d.opts.Python, err), "check that the interpreter runs on the host")
+		return
+	}
+	var found []string
+	for m, outcome := range host {
+		if outcome == "ok" {
+			found = append(found, m)
+		}
+	}
+	if len(found) == 0 {
+		d.add("python.packages", OK, "the host's Python imports none of "+mods, "")
+		return
+	}
+	slices.Sort(found)
+	o := d.opts
+	code := importCode
+	o.Code, o.Args, o.Capture, o.Memory = &code, []string{strings.Join(found, ",")}, true, max(o.Memory, 1<<30)
+	if o.NoCgroup {
+		o.Memory = 0
+	}
+	inside := map[string]string{}
+	s, err := o.Spec()
+	if err == nil {
+		res := nsjail.Run(context.Background(), s)
+		if res.Status != result.StatusOK || json.Unmarshal([]byte(res.Stdout), &inside) != nil {
+			err = errors.New(res.Describe())
+		}
+	}
+	var broken []string
+	for _, m := range found {
+		if inside[m] != "ok" {
+			broken = append(broken, fmt.Sprintf("%s (%s)", m, cmp.Or(inside[m], "not found")))
+		}
+	}
+	switch {
+	case err != nil:
+		d.add("python.packages", Warn, "could not import the host's packages in a run: "+field.Message(err, d.opts.FieldNames), "see the run's error")
+	case len(broken) > 0:
+		d.add("python.packages", Warn, "the host's Python imports them, runs do not: "+strings.Join(broken, ", "),
+			d.spell("a library they load is reached through a part of the host's /etc the default root lacks; give runs a prepared root with them (microbox rootfs build DIR --with %s, then {RootFS} DIR)", strings.Join(found, ",")))
+	default:
+		d.add("python.packages", OK, "import in runs as on the host: "+strings.Join(found, ", "), "")
+	}
 }
