@@ -59,6 +59,9 @@ type Run interface {
 	// Enter moves pid into the group. The child waits for its plan until
 	// this is done, so none of the program's instructions run outside.
 	Enter(pid int) error
+	// Adopt moves pid, a process made outside the group (a zygote's
+	// fork), into it, on any hierarchy.
+	Adopt(pid int) error
 	// CPUTime is the group's CPU usage so far; cheap enough to poll.
 	CPUTime() (time.Duration, error)
 	// Kill sends SIGKILL to every process in the group.

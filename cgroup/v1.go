@@ -184,6 +184,9 @@ func (r *v1Run) Enter(pid int) error {
 	return nil
 }
 
+// Adopt is Enter: v1 moves every process the same way.
+func (r *v1Run) Adopt(pid int) error { return r.Enter(pid) }
+
 func (r *v1Run) CPUTime() (time.Duration, error) {
 	dir, ok := r.dirs["cpuacct"]
 	if !ok {

@@ -212,6 +212,14 @@ func (r *v2Run) Mode() Mode          { return ModeV2 }
 func (r *v2Run) CloneFD() int        { return int(r.fd.Fd()) }
 func (r *v2Run) Enter(pid int) error { return nil } // entered at clone time
 
+// Adopt writes pid into the group's cgroup.procs.
+func (r *v2Run) Adopt(pid int) error {
+	if err := writeFile(filepath.Join(r.dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+		return fmt.Errorf("move pid %d into cgroup %s: %w", pid, r.dir, err)
+	}
+	return nil
+}
+
 func (r *v2Run) CPUTime() (time.Duration, error) {
 	usec, err := readKey(filepath.Join(r.dir, "cpu.stat"), "usage_usec")
 	return time.Duration(usec) * time.Microsecond, err

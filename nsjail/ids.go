@@ -18,7 +18,8 @@ import (
 // is ProgramUID; rootless jails share the caller's per-user quotas.
 type idMapping struct {
 	rootless               bool
-	hostUID, hostGID, size int // what the jail's id 0 maps to, and how many
+	hostUID, hostGID, size int   // what the jail's id 0 maps to, and how many
+	more                   []int // the host bases of further ranges of size, after the first
 	programUID, programGID int
 }
 
@@ -40,10 +41,15 @@ func hostIDs() idMapping {
 		programUID: ProgramUID, programGID: ProgramUID}
 }
 
-// inSlot is the mapping of a root-run jail that holds uid slot n.
-func (m idMapping) inSlot(n int) idMapping {
-	m.hostUID = HostIDBase + n*slotSize
+// inSlots is the mapping of a root-run jail that holds uid slots: its ids
+// 0..65535 map to the first slot's range, and for a zygote's template
+// each next 65536 to the next slot's (one per child, zygote.go).
+func (m idMapping) inSlots(slots []uidSlot) idMapping {
+	m.hostUID = HostIDBase + slots[0].n*slotSize
 	m.hostGID = m.hostUID
+	for _, s := range slots[1:] {
+		m.more = append(m.more, HostIDBase+s.n*slotSize)
+	}
 	return m
 }
 
@@ -58,7 +64,12 @@ func (m idMapping) creator() string {
 
 // maps are the contents of the jail's uid_map and gid_map.
 func (m idMapping) maps() (string, string) {
-	return fmt.Sprintf("0 %d %d\n", m.hostUID, m.size), fmt.Sprintf("0 %d %d\n", m.hostGID, m.size)
+	uid, gid := fmt.Sprintf("0 %d %d\n", m.hostUID, m.size), fmt.Sprintf("0 %d %d\n", m.hostGID, m.size)
+	for i, base := range m.more {
+		line := fmt.Sprintf("%d %d %d\n", (i+1)*m.size, base, m.size)
+		uid, gid = uid+line, gid+line
+	}
+	return uid, gid
 }
 
 func (m idMapping) identity() rootfs.Identity {

@@ -109,6 +109,7 @@ struct program {
 	struct { int res; struct rlimit lim; } rlimits[16];
 	int nrlimits;
 	uint64_t timeout_ns; // the wall-clock limit from execve; 0: none
+	int keep_root;       // a zygote's template: trusted, it keeps the jail's root
 };
 
 static int trace;
@@ -420,6 +421,8 @@ static void collect(struct arg *a, int n, struct program *prog)
 		prog->setgroups = parse_ul(&a[3]);
 	} else if (!strcmp(op, "nested_userns") && n == 1) {
 		prog->nested_userns = 1;
+	} else if (!strcmp(op, "keep_root") && n == 1) {
+		prog->keep_root = 1;
 	} else if (!strcmp(op, "seccomp") && n == 2) { // raw BPF program
 		if (a[1].len == 0 || a[1].len % sizeof(struct sock_filter))
 			die("plan: seccomp program of %u bytes", a[1].len);
@@ -559,7 +562,11 @@ static void start_program(struct program *prog, int errpipe)
 	if (setsid() < 0) // no controlling terminal: TIOCSTI (CVE-2017-5226)
 		die("setsid");
 	close_extra_fds();
-	drop_privileges(prog);
+	// A zygote's template (nsjail/zygote.py) runs only microbox's code
+	// and the operator's preloads; it needs the jail's root to give each
+	// run's fork namespaces and mounts of its own, and drops it there.
+	if (!prog->keep_root)
+		drop_privileges(prog);
 	for (int i = 0; i < prog->nrlimits; i++)
 		set_rlimit(prog->rlimits[i].res, prog->rlimits[i].lim);
 	if (chdir(prog->cwd) < 0)
@@ -856,8 +863,9 @@ static void jail_init(const struct jail *j)
 // The spawner ends at EOF on its socket.
 
 #define SPAWN_FDS 6 // PID 1's descriptors 0 to 5 (initc_test.go)
-#define LOCK_FD 6   // PID 1's lock, if the request has one
-#define MAX_EXTRA_FDS 2
+#define LOCK_FD 6   // PID 1's first lock, if the request has any
+#define MAX_LOCKS 33 // a zygote's template holds one uid slot per child
+#define MAX_EXTRA_FDS (1 + MAX_LOCKS)
 #define MAX_REQUEST 4096
 
 struct request {
@@ -865,7 +873,8 @@ struct request {
 	int fds[SPAWN_FDS + MAX_EXTRA_FDS];
 	int nfds;
 	int cgroup_fd; // -1: clone into the spawner's cgroup
-	int lock_fd;   // -1: none
+	int locks[MAX_LOCKS];
+	int nlocks;
 };
 
 // parse_request checks a request's shape; its strings point into buf.
@@ -892,13 +901,14 @@ static const char *parse_request(char *buf, size_t n, struct request *req)
 	const char *extras = s[4];
 	if (req->nfds != SPAWN_FDS + (int)strlen(extras))
 		return "request with the wrong number of descriptors";
-	req->cgroup_fd = req->lock_fd = -1;
+	req->cgroup_fd = -1;
+	req->nlocks = 0;
 	for (int i = 0; extras[i]; i++) {
 		int fd = req->fds[SPAWN_FDS + i];
 		if (extras[i] == 'c' && req->cgroup_fd < 0)
 			req->cgroup_fd = fd;
-		else if (extras[i] == 'l' && req->lock_fd < 0)
-			req->lock_fd = fd;
+		else if (extras[i] == 'l' && req->nlocks < MAX_LOCKS)
+			req->locks[req->nlocks++] = fd;
 		else
 			return "malformed request";
 	}
@@ -906,14 +916,14 @@ static const char *parse_request(char *buf, size_t n, struct request *req)
 }
 
 // become_pid1 runs in the clone: it puts the request's descriptors at 0 to
-// 5 (and its lock at LOCK_FD), closes every other (the spawner's socket
-// among them) and is PID 1.
+// 5 (and its locks from LOCK_FD on), closes every other (the spawner's
+// socket among them) and is PID 1.
 static void become_pid1(struct request *req)
 {
-	int high[SPAWN_FDS + 1];
-	int n = req->lock_fd >= 0 ? SPAWN_FDS + 1 : SPAWN_FDS;
+	int high[SPAWN_FDS + MAX_LOCKS];
+	int n = SPAWN_FDS + req->nlocks;
 	for (int i = 0; i < n; i++) {
-		high[i] = fcntl(i < SPAWN_FDS ? req->fds[i] : req->lock_fd, F_DUPFD, 16);
+		high[i] = fcntl(i < SPAWN_FDS ? req->fds[i] : req->locks[i - SPAWN_FDS], F_DUPFD, 64);
 		if (high[i] < 0)
 			_exit(EXIT_SANDBOX_ERROR);
 	}

@@ -18,6 +18,7 @@ type pipes struct {
 	planW           *os.File      // the plan, to PID 1's planFD
 	statusR         *os.File      // status lines, from PID 1's statusFD
 	syncW           *os.File      // go, to PID 1's syncFD; kept open until the teardown
+	control         *os.File      // a zygote template's control socket, its fd 0 (instead of inW)
 	jail            [spawnFDs]int // PID 1's ends, its fds 0 to 5 in order; -1 once closed
 }
 
@@ -67,7 +68,7 @@ func (p *pipes) closeAll() {
 		return
 	}
 	p.closeChildEnds()
-	for _, f := range []*os.File{p.inW, p.outR, p.errR, p.planW, p.statusR, p.syncW} {
+	for _, f := range []*os.File{p.inW, p.outR, p.errR, p.planW, p.statusR, p.syncW, p.control} {
 		if f != nil {
 			f.Close()
 		}
@@ -81,15 +82,58 @@ func readEvents(r *os.File) <-chan event {
 		defer close(ch)
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
-			kind, rest, _ := strings.Cut(sc.Text(), " ")
-			args := strings.Fields(rest)
-			if kind == "error" {
-				args = []string{rest}
-			}
-			ch <- event{kind: kind, args: args}
+			ch <- parseEvent(sc.Text())
 		}
 	}()
 	return ch
+}
+
+// parseEvent parses one status line of a jail's init.
+func parseEvent(line string) event {
+	kind, rest, _ := strings.Cut(line, " ")
+	args := strings.Fields(rest)
+	if kind == "error" {
+		args = []string{rest}
+	}
+	return event{kind: kind, args: args}
+}
+
+// useControlSocket makes PID 1's descriptor 0, which becomes the
+// program's, a socket to us (SOCK_SEQPACKET) instead of a pipe: a
+// zygote's template takes its requests there, descriptors included.
+func (p *pipes) useControlSocket() error {
+	ours, theirs, err := socketpair(unix.SOCK_SEQPACKET)
+	if err != nil {
+		return err
+	}
+	p.inW.Close()
+	unix.Close(p.jail[0])
+	p.inW, p.control, p.jail[0] = nil, ours, theirs
+	return nil
+}
+
+// newRunPipes are the pipes of a run in a zygote's child: its program's
+// stdin, stdout and stderr only (its status comes on a socket).
+func newRunPipes() (*pipes, error) {
+	p := &pipes{}
+	for i := range p.jail {
+		p.jail[i] = -1
+	}
+	ours := [3]**os.File{&p.inW, &p.outR, &p.errR}
+	for i, mine := range ours {
+		var fds [2]int
+		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			p.closeAll()
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		m, theirs := fds[0], fds[1]
+		if i == 0 {
+			m, theirs = fds[1], fds[0]
+		}
+		unix.SetNonblock(m, true)
+		p.jail[i], *mine = theirs, os.NewFile(uintptr(m), "pipe")
+	}
+	return p, nil
 }
 
 func writeAll(f *os.File, b []byte) error {

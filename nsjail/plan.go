@@ -160,7 +160,7 @@ func runPlan(s *Spec, ids idMapping, seccompBPF []byte) *plan {
 		uid, gid := ids.owner()
 		p.step("chown", f.Path, uid, gid)
 	}
-	if s.Stdin == nil {
+	if s.Stdin == nil && !s.template {
 		p.step("stdin", "/dev/null") // the jail's, bound from the host
 	}
 	p.program(s, ids, seccompBPF)
@@ -307,6 +307,13 @@ func (p *plan) program(s *Spec, ids idMapping, seccompBPF []byte) {
 		p.step("env", e)
 	}
 	p.step("cwd", s.Workdir)
+	if s.template {
+		// A zygote's template: microbox's own code as the jail's root,
+		// for as long as it serves, with microbox's own limits (its
+		// children set theirs, zygote.py).
+		p.step("keep_root")
+		return
+	}
 	if ids.rootless {
 		p.step("user", num(ids.programUID), num(ids.programGID), "0")
 		p.step("nested_userns")

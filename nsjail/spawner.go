@@ -177,7 +177,8 @@ func stop(pid int, sock *os.File) error {
 type spawnRequest struct {
 	flags                            uint64
 	uidMap, gidMap, setgroups, owner string
-	cgroupFD, lockFD                 int // -1: none
+	cgroupFD                         int   // -1: none
+	lockFDs                          []int // locks PID 1 holds for its life
 }
 
 // encode is the request's message and the extras it names.
@@ -187,8 +188,8 @@ func (r spawnRequest) encode() ([]byte, []int) {
 	if r.cgroupFD >= 0 {
 		extras, fds = extras+"c", append(fds, r.cgroupFD)
 	}
-	if r.lockFD >= 0 {
-		extras, fds = extras+"l", append(fds, r.lockFD)
+	for _, fd := range r.lockFDs {
+		extras, fds = extras+"l", append(fds, fd)
 	}
 	b := binary.LittleEndian.AppendUint64(nil, r.flags)
 	for _, s := range []string{r.uidMap, r.gidMap, r.setgroups, r.owner, extras} {

@@ -85,8 +85,8 @@ func TestSpawnerRefusesMalformedRequests(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	good, _ := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: -1, lockFD: -1}.encode()
-	withCgroup, _ := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: 9, lockFD: -1}.encode()
+	good, _ := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: -1}.encode()
+	withCgroup, _ := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: 9}.encode()
 	for name, c := range map[string]struct {
 		msg []byte
 		fds []int

@@ -95,6 +95,10 @@ type Spec struct {
 	// JSON key); nil keeps the Go names.
 	FieldNames func(field string) string
 
+	// template marks the jail of a zygote's template (zygote.go): its
+	// program keeps the jail's root, with no filter or time limit.
+	template bool
+
 	// Trace records the set-up phases with timestamps in the result.
 	Trace bool
 	// Before are the caller's own moments before the run (a one-shot

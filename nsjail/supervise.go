@@ -19,15 +19,23 @@ import (
 
 // supervisor is the parent side of one run.
 type supervisor struct {
-	spec   *Spec
-	trace  bool
-	cg     cgroup.Run
-	pid    int      // the jail's PID 1, our child; 0 until it is spawned
-	slot   *uidSlot // the jail's host uid range (root-run jails)
-	sp     *Spawner
-	pipes  *pipes
-	events <-chan event
-	began  int64 // monotonic ns when the run was asked for
+	spec  *Spec
+	trace bool
+	cg    cgroup.Run
+	pid   int // the jail's PID 1, our child; 0 until it is spawned
+	// slots are the jail's host uid ranges (root-run jails): its own,
+	// then, for a zygote's template, childSlots more for its children.
+	slots      []uidSlot
+	childSlots int
+	// zygote is set for a run forked from a zygote's template: its PID 1
+	// is not our child, and its run is not a plan (zygote.go); control,
+	// for a template's own jail: its program's fd 0 is a socket to us.
+	zygote  *zygoteRun
+	control bool
+	sp      *Spawner
+	pipes   *pipes
+	events  <-chan event
+	began   int64 // monotonic ns when the run was asked for
 
 	// What the init reported.
 	setupErr  string
@@ -68,6 +76,12 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	if err != nil {
 		return err
 	}
+	if sv.control {
+		if err := p.useControlSocket(); err != nil {
+			p.closeAll()
+			return err
+		}
+	}
 	sv.pipes = p
 	sv.mark("pipes")
 	if err := sv.spawn(sp); err != nil {
@@ -95,17 +109,20 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 func (sv *supervisor) spawn(sp *Spawner) error {
 	sv.sp = sp
 	ids := hostIDs()
-	req := spawnRequest{flags: namespaces, setgroups: "allow", cgroupFD: -1, lockFD: -1}
+	req := spawnRequest{flags: namespaces, setgroups: "allow", cgroupFD: -1}
 	if ids.rootless {
 		req.setgroups = "deny" // required before an unprivileged gid_map
 	} else {
-		slot, err := takeSlot()
-		if err != nil {
-			return fmt.Errorf("start jail: %w", err)
+		n := 1 + sv.childSlots // a zygote's template maps one per child too
+		for range n {
+			slot, err := takeSlot()
+			if err != nil {
+				return fmt.Errorf("start jail: %w", err)
+			}
+			sv.slots = append(sv.slots, slot)
+			req.lockFDs = append(req.lockFDs, slot.fd) // PID 1 holds them as long as it lives
 		}
-		sv.slot = &slot
-		ids = ids.inSlot(slot.n)
-		req.lockFD = slot.fd // PID 1 holds the slot as long as it lives
+		ids = ids.inSlots(sv.slots)
 	}
 	req.uidMap, req.gidMap = ids.maps()
 	req.owner = ids.creator()
@@ -177,8 +194,8 @@ func (sv *supervisor) timeline() []result.Phase {
 func (sv *supervisor) teardown() error {
 	sv.reap()
 	sv.pipes.closeAll()
-	if sv.slot != nil {
-		sv.slot.release()
+	for i := range sv.slots {
+		sv.slots[i].release()
 	}
 	if sv.cg == nil {
 		return nil
@@ -192,6 +209,12 @@ func (sv *supervisor) teardown() error {
 func (sv *supervisor) reap() error {
 	if sv.pid == 0 || sv.reaped {
 		return sv.waitErr
+	}
+	if sv.zygote != nil { // not our child: watched, not waited for
+		sv.zygote.awaitExit()
+		sv.reaped = true
+		sv.mark("reaped")
+		return nil
 	}
 	ws, err := waitExit(sv.pid)
 	switch {
@@ -241,16 +264,13 @@ func waitExit(pid int) (unix.WaitStatus, error) {
 // run sends the plan's second part and follows the run to its verdict.
 func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 	s := sv.spec
-	p := runPlan(s, hostIDs(), s.Seccomp)
-	sv.mark("plan-built")
 	stdout := newCapture(s.OutputLimit, s.Stdout, s.Capture)
 	stderr := newCapture(s.OutputLimit, s.Stderr, s.Capture)
 	go stdout.drain(sv.pipes.outR)
 	go stderr.drain(sv.pipes.errR)
-	if err := writeAll(sv.pipes.planW, p.framed()); err != nil {
+	if err := sv.sendRun(); err != nil {
 		return nil, fmt.Errorf("start jail: %w", err)
 	}
-	sv.pipes.planW.Close()
 	sv.feedStdin(s.Stdin)
 	var waitErr error
 	if ended := sv.supervise(ctx, stdout, stderr); ended {
@@ -259,6 +279,20 @@ func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 	<-stdout.done
 	<-stderr.done
 	return sv.judge(waitErr, stdout, stderr), nil
+}
+
+// sendRun hands the jail its run: the plan's second part to PID 1, or to
+// a zygote's program its run (zygote.go).
+func (sv *supervisor) sendRun() error {
+	if sv.zygote != nil {
+		return sv.zygote.send(sv)
+	}
+	p := runPlan(sv.spec, hostIDs(), sv.spec.Seccomp)
+	sv.mark("plan-built")
+	if err := writeAll(sv.pipes.planW, p.framed()); err != nil {
+		return err
+	}
+	return sv.pipes.planW.Close()
 }
 
 // feedStdin copies the program's stdin into the jail. Without one the
@@ -326,8 +360,10 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 				return true
 			}
 			sv.record(ev)
-			if ev.kind == "start" {
+			if ev.kind == "start" && sv.sp != nil {
 				sv.sp.done()
+			}
+			if ev.kind == "start" {
 				deadline.Reset(time.Duration(sv.started + int64(s.Timeout) - monotonic()))
 				if s.CPUTime > 0 {
 					cpuCheck = time.After(sv.nextCPUCheck(0))
@@ -397,7 +433,11 @@ func (sv *supervisor) kill(limit string) {
 	if limit != "" {
 		sv.exited = monotonic()
 	}
-	unix.Kill(sv.pid, unix.SIGKILL)
+	if sv.zygote != nil {
+		sv.zygote.kill()
+	} else {
+		unix.Kill(sv.pid, unix.SIGKILL)
+	}
 	if sv.cg != nil {
 		sv.cg.Kill()
 	}

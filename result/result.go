@@ -66,6 +66,10 @@ type Result struct {
 	SetupTimeMs float64 `json:"setup_time_ms"`
 	// Trace lists the set-up phases (with --trace).
 	Trace []Phase `json:"trace,omitempty"`
+	// Start says how the program's interpreter started, for a run asked
+	// to fork from a zygote's template: "zygote" if it did, "cold" if it
+	// started afresh (no template could serve it); absent otherwise.
+	Start string `json:"start,omitempty"`
 }
 
 // Phase is one timed step of a run's set-up, in ms since the run began.

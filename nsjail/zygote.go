@@ -1,0 +1,668 @@
+package nsjail
+
+// A zygote: a template interpreter, CPython started once in a jail of its
+// own with the operator's preloads imported, from which each run of its
+// shape is forked into a sandbox of the run's own. zygote.py is the other
+// side, and says what each of its processes does; this file starts
+// templates, has them fork children ahead of their runs, and runs a run in
+// a child, through the same supervisor, limits and verdict as a cold run.
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/result"
+)
+
+//go:embed zygote.py
+var zygoteSource []byte
+
+// The template's files, in its root: the bootstrap, and the empty file a
+// child's masked /proc entries read as.
+const (
+	zygoteFile  = RootFilesDir + "/zygote.py"
+	zygoteEmpty = RootFilesDir + "/empty"
+)
+
+// ZygoteChildren is how many children a template may have at once: each
+// has a host uid range of its own, mapped into the template's user
+// namespace when the template starts.
+const ZygoteChildren = 32
+
+// A Template is a started zygote. Its children run specs of the shape it
+// was started for (ZygoteKeyOf).
+type Template struct {
+	key     ZygoteKey
+	spec    *Spec // the template's own jail
+	sv      *supervisor
+	ctl     *os.File // the control socket, the template's fd 0
+	Version string   // the template's Python, e.g. 3.11.2
+	Born    time.Time
+	log     *capture // the template's stderr, the start of it
+
+	mu    sync.Mutex
+	free  []int // uid slots of the template's map no child holds
+	forks int
+	err   error         // why the template is gone; nil while it lives
+	gone  chan struct{} // closed when the template's jail has ended
+}
+
+// A ZygoteKey is what runs forked from one template share: the jail's
+// shape (mounts, cgroup limits, root), the preloads, the interpreter and
+// everything a child applies before its run is known (filter, rlimits).
+type ZygoteKey struct {
+	shape   Shape
+	preload string
+	python  string
+	seccomp string
+	rlimits Rlimits
+	mode    string
+}
+
+// ZygoteKeyOf is the key of the template that runs s, whose program is
+// python -c CODE or python FILE, forked from a template with preload
+// imported; it refuses what a fork cannot give (zygoteCheck).
+func ZygoteKeyOf(s *Spec, preload []string) (ZygoteKey, error) {
+	if err := zygoteCheck(s); err != nil {
+		return ZygoteKey{}, err
+	}
+	sh, err := ShapeOf(s)
+	if err != nil {
+		return ZygoteKey{}, err
+	}
+	return ZygoteKey{shape: sh, preload: strings.Join(preload, ","), python: s.Argv[0],
+		seccomp: string(s.Seccomp), rlimits: s.Rlimits.withDefaults(), mode: s.SeccompMode}, nil
+}
+
+// Equal reports whether runs of keys a and b fork from the same template.
+func (a ZygoteKey) Equal(b ZygoteKey) bool {
+	return a.shape.Equal(b.shape) && a.preload == b.preload && a.python == b.python &&
+		a.seccomp == b.seccomp && a.rlimits == b.rlimits && a.mode == b.mode
+}
+
+// Preload is the key's preloaded modules.
+func (a ZygoteKey) Preload() []string {
+	if a.preload == "" {
+		return nil
+	}
+	return strings.Split(a.preload, ",")
+}
+
+// zygoteCheck refuses a spec a fork of a template cannot run as a cold run
+// would: the interpreter's own options and the variables it reads at its
+// start were the template's, and the policy layers' files are read at
+// that start too.
+func zygoteCheck(s *Spec) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if len(s.Argv) < 2 || strings.HasPrefix(s.Argv[1], "-") && s.Argv[1] != "-c" {
+		return fmt.Errorf("a zygote run takes python -c CODE or python FILE, not the interpreter's own options (%q)", s.Argv[1:])
+	}
+	if s.Argv[1] == "-c" && len(s.Argv) < 3 {
+		return errors.New("a zygote run of -c needs its code")
+	}
+	if len(s.RootFiles) > 0 {
+		return errors.New("a zygote run cannot have the policy layers' files: its interpreter started before them")
+	}
+	base, _ := BaseEnv(nil)
+	for _, e := range s.Env {
+		if strings.HasPrefix(e, "PYTHON") && !contains(base, e) {
+			k, _, _ := strings.Cut(e, "=")
+			return fmt.Errorf("environment variable %s cannot take effect in a zygote run: its interpreter started before it", k)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// StartTemplate starts a template for runs of key, with sp's spawner, and
+// waits until it has imported its preloads. A preload that fails is the
+// error, naming the module.
+func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
+	t := &Template{key: key, Born: time.Now(), gone: make(chan struct{})}
+	t.spec = templateSpec(runs, key.python)
+	sh, err := ShapeOf(t.spec)
+	if err == nil {
+		err = t.start(sp, sh)
+	}
+	if err != nil {
+		t.end()
+		return nil, fmt.Errorf("zygote: %w", err)
+	}
+	for i := 1; i <= ZygoteChildren; i++ {
+		t.free = append(t.free, i)
+	}
+	return t, nil
+}
+
+// templateSpec is the template's own jail: the runs' root, scratch and
+// limits, with the bootstrap among its root files, started as the jail's
+// root, with no filter (the children load it) and no time limit.
+func templateSpec(runs *Spec, python string) *Spec {
+	env, _ := BaseEnv(nil)
+	t := *runs
+	t.Argv = []string{python, zygoteFile}
+	t.Env = env
+	t.Files = nil
+	t.RootFiles = []File{
+		{Path: zygoteFile, Data: zygoteSource, Mode: 0o444},
+		{Path: zygoteEmpty, Mode: 0o444},
+	}
+	t.Stdin, t.Stdout, t.Stderr, t.Capture = nil, nil, nil, false
+	t.Seccomp, t.Trace, t.Before = nil, false, nil
+	t.Timeout = time.Hour // unused: the template's plan has no deadline
+	t.template = true
+	return &t
+}
+
+// start runs the template's jail and program, and waits for its ready.
+func (t *Template) start(sp *Spawner, sh Shape) error {
+	sv := &supervisor{began: monotonic(), childSlots: ZygoteChildren, spec: t.spec, control: true}
+	t.sv = sv
+	if err := sv.start(sp, sh); err != nil {
+		return err
+	}
+	if err := sv.awaitReady(); err != nil {
+		return err
+	}
+	t.ctl = sv.pipes.control
+	t.log = newCapture(4<<10, nil, true)
+	go drainLog(sv.pipes.outR)
+	go t.log.drain(sv.pipes.errR)
+	if err := sv.sendRun(); err != nil {
+		return err
+	}
+	go t.watch()
+	cfg, _ := json.Marshal(map[string]any{"preload": t.key.Preload()})
+	if _, err := t.ctl.Write(cfg); err != nil {
+		return fmt.Errorf("configure the template: %w", err)
+	}
+	var ready struct{ Ready, Error string }
+	if err := t.receive(&ready); err != nil {
+		return err
+	}
+	if ready.Error != "" {
+		return errors.New(ready.Error)
+	}
+	t.Version = ready.Ready
+	return nil
+}
+
+// receive reads one JSON message of the template's, or says why the
+// template is gone.
+func (t *Template) receive(v any) error {
+	buf := make([]byte, 64<<10)
+	t.ctl.SetReadDeadline(time.Now().Add(SetupTimeout))
+	defer t.ctl.SetReadDeadline(time.Time{})
+	n, err := t.ctl.Read(buf)
+	if err != nil || n == 0 {
+		if e := t.Err(); e != nil {
+			return e
+		}
+		<-t.log.done
+		return fmt.Errorf("the template ended before it was ready (%v): %s", err, result.LastLine(t.log.buf.String()))
+	}
+	return json.Unmarshal(buf[:n], v)
+}
+
+// watch follows the template's PID 1 until it ends.
+func (t *Template) watch() {
+	for ev := range t.sv.events {
+		t.sv.record(ev)
+	}
+	t.mu.Lock()
+	t.err = errors.New("the template's interpreter ended")
+	if t.sv.setupErr != "" {
+		t.err = errors.New(t.sv.setupErr)
+	}
+	t.mu.Unlock()
+	close(t.gone)
+}
+
+// Err is why the template is gone, nil while it lives.
+func (t *Template) Err() error {
+	select {
+	case <-t.gone:
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.err
+	default:
+		return nil
+	}
+}
+
+// Forks is how many children the template has forked.
+func (t *Template) Forks() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.forks
+}
+
+// Close ends the template and its jail. Children it forked are in its
+// namespaces and end with it: close it when they are done.
+func (t *Template) Close() error { return t.end() }
+
+func (t *Template) end() error {
+	if t.sv == nil {
+		return nil
+	}
+	if t.ctl != nil {
+		t.ctl.Close() // the template leaves at EOF
+	}
+	t.sv.kill("")
+	return t.sv.teardown()
+}
+
+// drainLog discards what the template writes: it writes nothing unless a
+// preload does (errors come on the control socket).
+func drainLog(f *os.File) {
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// A ZygoteChild is a fork of a template, ready for its run: in namespaces
+// and a cgroup of its own, its program sandboxed and waiting.
+type ZygoteChild struct {
+	t     *Template
+	slot  int      // its uid slot in the template's map
+	pid   int      // its PID 1's pid, here
+	pidfd *os.File // its PID 1, watched (not our child: not waited for)
+	cg    cgroup.Run
+	ctl   *os.File // PID 1's status channel
+	run   *os.File // the program's run channel
+	used  bool
+}
+
+// Fork forks a child of the template for a run of cg's limits.
+func (t *Template) Fork() (*ZygoteChild, error) {
+	if err := t.Err(); err != nil {
+		return nil, err
+	}
+	c := &ZygoteChild{t: t}
+	if err := c.fork(); err != nil {
+		c.discard()
+		return nil, fmt.Errorf("zygote: fork a run: %w", err)
+	}
+	return c, nil
+}
+
+// childRequest is what a child needs before its run is known (zygote.py:
+// mounts, sandbox).
+type childRequest struct {
+	Hostname   string     `json:"hostname"`
+	Workdir    string     `json:"workdir"`
+	TmpfsSize  int64      `json:"tmpfs_size"`
+	UID        int        `json:"uid"`
+	GID        int        `json:"gid"`
+	SandboxUID int        `json:"sandbox_uid"`
+	Masked     []string   `json:"masked"`
+	Empty      string     `json:"empty"`
+	Rlimits    [][3]int64 `json:"rlimits"`
+	Seccomp    string     `json:"seccomp"`
+}
+
+func (c *ZygoteChild) fork() error {
+	t := c.t
+	t.mu.Lock()
+	if len(t.free) == 0 {
+		t.mu.Unlock()
+		return fmt.Errorf("all %d of the template's children are in use", ZygoteChildren)
+	}
+	c.slot, t.free = t.free[0], t.free[1:]
+	t.forks++
+	t.mu.Unlock()
+	ctl, ctlTheirs, err := socketpair(unix.SOCK_SEQPACKET)
+	if err != nil {
+		return err
+	}
+	c.ctl = ctl
+	defer unix.Close(ctlTheirs)
+	run, runTheirs, err := socketpair(unix.SOCK_STREAM)
+	if err != nil {
+		return err
+	}
+	c.run = run
+	defer unix.Close(runTheirs)
+	if err := control(ctl, func(fd int) error {
+		return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
+	}); err != nil {
+		return err
+	}
+	req, _ := json.Marshal(t.childRequest(c.slot))
+	err = sendmsg(t.ctl, req, unix.UnixRights(ctlTheirs, runTheirs))
+	if err != nil {
+		return fmt.Errorf("ask the template: %w", err)
+	}
+	if c.pid, err = c.hello(); err != nil {
+		return err
+	}
+	pidfd, err := unix.PidfdOpen(c.pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("pidfd of the run's init: %w", err)
+	}
+	c.pidfd = os.NewFile(uintptr(pidfd), "pidfd")
+	if sh := t.key.shape; sh.cgroup != nil {
+		if c.cg, err = cgroup.New(*sh.cgroup); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+		if err := c.cg.Adopt(c.pid); err != nil {
+			return err
+		}
+	}
+	if _, err := ctl.Write([]byte("go")); err != nil {
+		return err
+	}
+	return c.ready()
+}
+
+// childRequest is the request for a child in uid slot n.
+func (t *Template) childRequest(n int) childRequest {
+	s := t.spec
+	uid := n*slotSize + ProgramUID
+	req := childRequest{Hostname: s.Hostname, Workdir: s.Workdir, TmpfsSize: s.TmpfsSize, UID: uid, GID: uid,
+		SandboxUID: ProgramUID, Masked: maskedProc, Empty: zygoteEmpty, Seccomp: hex.EncodeToString([]byte(t.key.seccomp))}
+	rl := t.key.rlimits
+	for _, r := range [][3]int64{{unix.RLIMIT_CORE, 0, 0}, {unix.RLIMIT_NOFILE, int64(rl.NoFile), int64(rl.NoFile)},
+		{unix.RLIMIT_SIGPENDING, int64(rl.SigPending), int64(rl.SigPending)}, {unix.RLIMIT_MSGQUEUE, int64(rl.MsgQueue), int64(rl.MsgQueue)}} {
+		req.Rlimits = append(req.Rlimits, r)
+	}
+	return req
+}
+
+// hello waits for the child's PID 1 to say hello, and learns its pid here
+// from the kernel's credentials on the message.
+func (c *ZygoteChild) hello() (int, error) {
+	buf, oob := make([]byte, 1024), make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	c.ctl.SetReadDeadline(time.Now().Add(SetupTimeout))
+	defer c.ctl.SetReadDeadline(time.Time{})
+	n, oobn, err := recvmsg(c.ctl, buf, oob)
+	if err != nil {
+		return 0, fmt.Errorf("the template's child did not start: %w", err)
+	}
+	if string(buf[:n]) != "hello" {
+		return 0, errors.New(strings.TrimPrefix(string(buf[:n]), "error "))
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return 0, errors.New("the run's init sent no credentials")
+	}
+	cred, err := unix.ParseUnixCredentials(&msgs[0])
+	if err != nil {
+		return 0, err
+	}
+	return int(cred.Pid), nil
+}
+
+// ready waits for the child's program to be sandboxed and waiting, or
+// says why it is not.
+func (c *ZygoteChild) ready() error {
+	c.run.SetReadDeadline(time.Now().Add(SetupTimeout))
+	defer c.run.SetReadDeadline(time.Time{})
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(c.run, buf); err == nil && string(buf) == "ready" {
+		return nil
+	}
+	c.ctl.SetReadDeadline(time.Now().Add(time.Second))
+	defer c.ctl.SetReadDeadline(time.Time{})
+	msg := make([]byte, 1024)
+	if n, _ := c.ctl.Read(msg); n > 0 {
+		return errors.New(strings.TrimPrefix(string(msg[:n]), "error "))
+	}
+	return errors.New("the run's program ended before it was ready")
+}
+
+// Alive reports whether the child still waits for its run: its program
+// has said nothing more, and its PID 1 lives.
+func (c *ZygoteChild) Alive() bool {
+	return !c.used && c.t.Err() == nil && !readable(c.pidfd) && !readable(c.run)
+}
+
+// Run runs s, whose key is the template's, in the child, which it uses
+// up; like RunEarly it never returns a nil result, and the caller must
+// call teardown.
+func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, func() error) {
+	sv := &supervisor{began: monotonic(), trace: s.Trace, pid: c.pid, cg: c.cg, zygote: &zygoteRun{c: c}}
+	sv.markMoments(s.Before)
+	var err error
+	switch {
+	case c.used:
+		err = errors.New("nsjail: this zygote child has already run")
+	default:
+		c.used = true
+		if sv.pipes, err = newRunPipes(); err == nil {
+			sv.events = readMessages(c.ctl)
+		}
+	}
+	res, teardown := sv.finish(ctx, s, err)
+	res.Start = "zygote"
+	return res, teardown
+}
+
+// discard ends a child that will run nothing.
+func (c *ZygoteChild) discard() {
+	if c.pidfd != nil {
+		z := &zygoteRun{c: c}
+		z.kill()
+		z.awaitExit()
+	}
+	c.release()
+}
+
+// Close ends the child if it never ran.
+func (c *ZygoteChild) Close() {
+	if !c.used {
+		c.used = true
+		c.discard()
+	}
+}
+
+// release gives back what the child held, once its PID 1 is gone.
+func (c *ZygoteChild) release() error {
+	var err error
+	if c.cg != nil {
+		err = c.cg.Remove()
+		c.cg = nil
+	}
+	for _, f := range []*os.File{c.ctl, c.run} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if c.pidfd != nil {
+		c.pidfd.Close()
+		c.pidfd = nil
+	}
+	if c.slot > 0 {
+		c.t.mu.Lock()
+		c.t.free = append(c.t.free, c.slot)
+		c.t.mu.Unlock()
+		c.slot = 0
+	}
+	return err
+}
+
+// zygoteRun is the supervisor's side of a run in a zygote child.
+type zygoteRun struct {
+	c        *ZygoteChild
+	children [3]int // the program's stdin, stdout and stderr ends
+}
+
+// runRequest is the run a child's program waits for (zygote.py).
+type runRequest struct {
+	Argv      []string `json:"argv"`
+	OrigArgv  []string `json:"orig_argv"`
+	Env       []string `json:"env"`
+	Cwd       string   `json:"cwd"`
+	Code      string   `json:"code"`
+	File      string   `json:"file"`
+	Files     [][3]any `json:"files"`
+	TimeoutNs int64    `json:"timeout_ns"`
+	NullStdin bool     `json:"stdin_null"`
+}
+
+// send writes the run to the program, with its descriptors.
+func (z *zygoteRun) send(sv *supervisor) error {
+	s := sv.spec
+	req := runRequest{Argv: s.Argv[1:], OrigArgv: s.Argv, Env: s.Env, Cwd: s.Workdir,
+		TimeoutNs: s.Timeout.Nanoseconds(), NullStdin: s.Stdin == nil}
+	if s.Argv[1] == "-c" {
+		req.Code, req.Argv = s.Argv[2], append([]string{"-c"}, s.Argv[3:]...)
+	} else {
+		req.File = s.Argv[1]
+		for _, f := range s.Files {
+			if f.Path == req.File {
+				req.Code = string(f.Data)
+			}
+		}
+	}
+	for _, f := range s.Files {
+		req.Files = append(req.Files, [3]any{f.Path, int(f.Mode.Perm()), hex.EncodeToString(f.Data)})
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	msg := binary.LittleEndian.AppendUint32(nil, uint32(len(body)))
+	msg = append(msg, body...)
+	p := sv.pipes
+	if err := sendmsg(z.c.run, msg[:4], unix.UnixRights(p.jail[0], p.jail[1], p.jail[2])); err != nil {
+		return fmt.Errorf("send the run: %w", err)
+	}
+	p.closeChildEnds()
+	if _, err := z.c.run.Write(msg[4:]); err != nil {
+		return fmt.Errorf("send the run: %w", err)
+	}
+	return z.c.run.Close()
+}
+
+func (z *zygoteRun) kill() {
+	control(z.c.pidfd, func(fd int) error { return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+}
+
+// awaitExit waits, in Go's poller, until the child's PID 1, and with it
+// its namespace, is gone: its pidfd is then readable.
+func (z *zygoteRun) awaitExit() {
+	if rc, err := z.c.pidfd.SyscallConn(); err == nil {
+		rc.Read(func(uintptr) bool { return readable(z.c.pidfd) })
+	}
+}
+
+// socketpair makes a connected pair: ours non-blocking in Go's poller,
+// theirs plain.
+func socketpair(typ int) (*os.File, int, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, -1, fmt.Errorf("socketpair: %w", err)
+	}
+	unix.SetNonblock(fds[0], true)
+	return os.NewFile(uintptr(fds[0]), "zygote socket"), fds[1], nil
+}
+
+// control runs fn on f's descriptor without taking it out of Go's poller
+// (f.Fd would make it blocking).
+func control(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// sendmsg sends msg with oob on f, waiting in the poller while it is full.
+func sendmsg(f *os.File, msg, oob []byte) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN && serr != unix.EINTR
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// recvmsg receives one message on f, within f's read deadline.
+func recvmsg(f *os.File, buf, oob []byte) (n, oobn int, err error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, 0, err
+	}
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, 0)
+		return rerr != unix.EAGAIN && rerr != unix.EINTR
+	}); err != nil {
+		return 0, 0, err
+	}
+	if rerr == nil && n == 0 {
+		rerr = io.EOF
+	}
+	return n, oobn, rerr
+}
+
+// readable reports, without waiting, whether f has something to read (a
+// pidfd: its process has ended).
+func readable(f *os.File) bool {
+	ready := false
+	control(f, func(fd int) error {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, _ := unix.Poll(fds, 0)
+		ready = n > 0
+		return nil
+	})
+	return ready
+}
+
+// readMessages parses a child's PID 1's status messages (init.c's lines,
+// one a message) until the socket closes.
+func readMessages(f *os.File) <-chan event {
+	ch := make(chan event, 16)
+	go func() {
+		defer close(ch)
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			if err != nil || n == 0 {
+				return
+			}
+			for _, line := range bytes.Split(bytes.TrimSpace(buf[:n]), []byte("\n")) {
+				ch <- parseEvent(string(line))
+			}
+		}
+	}()
+	return ch
+}

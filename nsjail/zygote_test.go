@@ -1,0 +1,150 @@
+package nsjail
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/microbox/microbox/result"
+)
+
+// zygoteSpec is a run of code forked from a template: default limits and
+// filter, output captured.
+func zygoteSpec(t *testing.T, code string) *Spec {
+	t.Helper()
+	o := Defaults()
+	o.Code, o.Capture = &code, true
+	s, err := o.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func startTemplate(t *testing.T, s *Spec, preload ...string) *Template {
+	t.Helper()
+	needNamespaces(t)
+	key, err := ZygoteKeyOf(s, preload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := testSpawner(t).StartTemplate(key, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tmpl.Close() })
+	return tmpl
+}
+
+func runChild(t *testing.T, tmpl *Template, s *Spec) *result.Result {
+	t.Helper()
+	c, err := tmpl.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Settle(c.Run(context.Background(), s))
+}
+
+func TestZygoteRun(t *testing.T) {
+	s := zygoteSpec(t, "import os, sys; print(os.getpid(), os.getuid(), sys.argv, __name__); print('err', file=sys.stderr); sys.exit(3)")
+	tmpl := startTemplate(t, s)
+	r := runChild(t, tmpl, s)
+	if r.Status != result.StatusNonzero || *r.ExitCode != 3 || r.Stdout != "2 1000 ['-c'] __main__\n" || r.Stderr != "err\n" || r.Start != "zygote" {
+		t.Fatalf("status %s exit %v stdout %q stderr %q error %v start %q", r.Status, r.ExitCode, r.Stdout, r.Stderr, deref(r.Error), r.Start)
+	}
+}
+
+// A run forked from a template sees only its own processes, cannot reach
+// the template or a sibling, and leaves nothing a later run sees; each
+// draws its own random numbers.
+func TestZygoteRunsAreApart(t *testing.T) {
+	probe := zygoteSpec(t, `
+import builtins, json, os, random, signal, sys, threading
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+state = {"pids": pids, "uid": os.getuid(), "random": random.random(),
+         "patched": hasattr(builtins, "leak"), "json_leak": hasattr(json, "leak"),
+         "tmp": os.listdir("/tmp"), "host_uid": open("/proc/self/uid_map").read().split()[1]}
+try:
+    os.kill(-1, signal.SIGKILL)  # every process it may signal but itself and its init: none
+except OSError as e:
+    pass
+builtins.leak = json.leak = True
+open("/tmp/left", "w").write("x")
+threading.Thread(target=lambda: None, daemon=True).start()
+print(json.dumps(state))
+`)
+	tmpl := startTemplate(t, probe)
+	var states []map[string]any
+	for range 3 {
+		r := runChild(t, tmpl, probe)
+		if r.Status != result.StatusOK {
+			t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
+		var st map[string]any
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+			t.Fatalf("%v: %q", err, r.Stdout)
+		}
+		states = append(states, st)
+	}
+	if tmpl.Err() != nil {
+		t.Fatalf("a run's kill(-1) reached the template: %v", tmpl.Err())
+	}
+	for i, st := range states {
+		if fmt.Sprint(st["pids"]) != "[1 2]" || st["uid"] != 1000.0 || st["patched"] != false || st["json_leak"] != false || fmt.Sprint(st["tmp"]) != "[]" {
+			t.Errorf("run %d saw %v", i, st)
+		}
+		for _, other := range states[:i] {
+			if other["random"] == st["random"] {
+				t.Errorf("two runs drew the same random number %v", st["random"])
+			}
+		}
+	}
+}
+
+// The verdicts are a cold run's: the traceback as python3 prints it,
+// SystemExit's status, the wall-clock and memory limits, the output cap.
+func TestZygoteVerdicts(t *testing.T) {
+	s := zygoteSpec(t, "print(1)")
+	tmpl := startTemplate(t, s)
+	cases := []struct {
+		code, status, stderr string
+		change               func(*Spec)
+	}{
+		{"def f():\n    raise ValueError('boom')\nf()", "nonzero",
+			"Traceback (most recent call last):\n  File \"<string>\", line 3, in <module>\n  File \"<string>\", line 2, in f\nValueError: boom\n", nil},
+		{"def (:", "nonzero", "  File \"<string>\", line 1\n    def (:\n        ^\nSyntaxError: invalid syntax\n", nil},
+		{"import sys; sys.exit('bye')", "nonzero", "bye\n", nil},
+		{"while True: pass", "timeout", "", func(s *Spec) { s.Timeout = 300 * time.Millisecond }},
+		{"x = bytearray(400 << 20)", "memory", "", nil},
+		{"print('x' * 100)", "output_limit", "", func(s *Spec) { s.OutputLimit = 10 }},
+		{"import os; os.kill(os.getpid(), 11)", "signaled", "", nil},
+	}
+	for _, c := range cases {
+		s := zygoteSpec(t, c.code)
+		if c.change != nil {
+			c.change(s)
+		}
+		r := runChild(t, tmpl, s)
+		if string(r.Status) != c.status || (c.stderr != "" && r.Stderr != c.stderr) {
+			t.Errorf("%q: status %s stderr %q error %v; want %s %q", c.code, r.Status, r.Stderr, deref(r.Error), c.status, c.stderr)
+		}
+	}
+}
+
+// A preload that fails is the template's error, naming the module; one
+// that leaves a thread running is refused (a fork copies one thread).
+func TestZygotePreloads(t *testing.T) {
+	needNamespaces(t)
+	s := zygoteSpec(t, "import json; print(json.dumps(1))")
+	key, _ := ZygoteKeyOf(s, []string{"json", "no_such_module"})
+	if _, err := testSpawner(t).StartTemplate(key, s); err == nil || !strings.Contains(err.Error(), "preload no_such_module") {
+		t.Fatalf("a missing preload: %v", err)
+	}
+	tmpl := startTemplate(t, s, "json")
+	if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "1\n" {
+		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
+	}
+}
