@@ -752,6 +752,8 @@ static void arm_deadline(uint64_t timeout_ns)
 // jail_init is PID 1 of the new namespaces: it waits for the supervisor's
 // go, builds the jail, waits for its run, starts the program, reports and
 // reaps. It never returns.
+static void reap_program(pid_t child) __attribute__((noreturn));
+
 static void jail_init(const struct jail *j)
 {
 	static struct program prog;
@@ -815,18 +817,27 @@ static void jail_init(const struct jail *j)
 	close(0);
 	close(1);
 	close(2);
+	reap_program(child);
+}
 
+// reap_program is PID 1's last part: it reaps every process of its
+// namespace and reports how the program, child, ended; at its deadline
+// (arm_deadline) it kills the namespace. It never returns.
+static void reap_program(pid_t child)
+{
 	int killed = 0;
 	for (;;) {
 		int st;
 		struct rusage ru;
 		pid_t pid = wait4(-1, &st, __WALL, &ru);
+		int err = errno;
 		if (deadline_passed && !killed) {
 			kill(-1, SIGKILL); // every process of the namespace but PID 1
 			killed = 1;
 		}
-		if (pid < 0 && errno == EINTR)
+		if (pid < 0 && err == EINTR)
 			continue;
+		errno = err;
 		if (pid < 0)
 			die("wait for the program");
 		if (pid == child) {
@@ -1135,9 +1146,60 @@ void microbox_prestart_spawner(char **argv)
 // spawner's start alone.
 const char microbox_init_env[] = INIT_ENV;
 
+// A zygote's run (nsjail/zygote.py, zygote.go) has this binary as its
+// PID 1, exec'd by the template's clone in the run's new namespaces, once
+// the supervisor has moved it into the run's cgroup and it has forked the
+// program (pid 2), which waits for its go. PID 1 makes the run's cgroup
+// namespace, carries out the plan (the run's scratch areas, /proc,
+// hostname, loopback), lets the program go on, and then is init.c's PID
+// 1: it reports the program's start and end, holds its deadline and reaps.
+//
+// Descriptors: PLAN_FD and STATUS_FD, one socket to the supervisor;
+// ZYGOTE_GO_FD, the pipe on which the program waits for its go;
+// ZYGOTE_START_FD, the pipe on which the program says it starts the
+// caller's code, with its time limit, or "!" and why it could not.
+#define ZYGOTE_GO_FD 5
+#define ZYGOTE_START_FD 6
+#define ZYGOTE_PROGRAM 2 // the program's pid in the run's namespace
+#define ZYGOTE_INIT "zinit" // INIT_ENV's value for it
+
+static void zygote_init(void) __attribute__((noreturn));
+static void zygote_init(void)
+{
+	static struct program prog;
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); // nothing of PID 1 is the program's to read
+	if (unshare(CLONE_NEWCGROUP) < 0) // rooted at the run's cgroup, which PID 1 was born in
+		die("unshare the cgroup namespace");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die("make mounts private");
+	size_t count;
+	struct step *steps = read_steps(&count);
+	for (size_t i = 0; i < count; i++)
+		run_step(steps[i].a, steps[i].n, &prog);
+	if (write(ZYGOTE_GO_FD, "g", 1) != 1)
+		die("let the program go on");
+	close(ZYGOTE_GO_FD);
+	char said[1024];
+	ssize_t n;
+	while ((n = read(ZYGOTE_START_FD, said, sizeof said - 1)) < 0 && errno == EINTR)
+		;
+	close(ZYGOTE_START_FD);
+	said[n > 0 ? n : 0] = 0;
+	if (n <= 0 || said[0] == '!') {
+		status("error zygote: the run's program: %s", n > 0 ? said + 1 : "it ended before its run began");
+		_exit(EXIT_SANDBOX_ERROR);
+	}
+	status("start %llu", (unsigned long long)now_ns());
+	arm_deadline(strtoull(said, NULL, 10));
+	reap_program(ZYGOTE_PROGRAM);
+}
+
 __attribute__((constructor)) static void microbox_init(void)
 {
-	if (!getenv(INIT_ENV))
+	const char *mode = getenv(INIT_ENV);
+	if (!mode)
 		return; // an ordinary microbox command: let Go start
+	if (!strcmp(mode, ZYGOTE_INIT))
+		zygote_init();
 	spawner_main();
 }

@@ -120,19 +120,11 @@ func mountPlan(s *Spec, ids idMapping) (*plan, error) {
 	}
 	p.step("phase", "root")
 	p.dev(s)
-	p.step("mount", "proc", newRoot+"/proc", "proc", num(mountNoExec), "")
-	// Read-only even for root of the jail: the kernel knobs are no
-	// business of the program's, whatever the ownership would say.
-	for _, f := range []string{"/proc/sys", "/proc/sysrq-trigger"} {
-		p.step("bind", newRoot+f, newRoot+f, num(bindReadOnly|bindOptional))
-	}
 	// Masked files read as this empty file of the stage, which outlives
 	// the stage's unmount through the binds.
 	p.step("file", emptyFile, "292", "") // 0444
-	for _, f := range maskedProc {
-		p.step("mask", emptyFile, newRoot+"/proc/"+f)
-	}
-	p.scratch(s, ids)
+	p.proc(newRoot, emptyFile)
+	p.scratch(newRoot, s, ids)
 	p.step("phase", "mounts")
 	p.step("hostname", s.Hostname)
 	p.step("chdir", newRoot)
@@ -270,15 +262,44 @@ func (p *plan) dev(s *Spec) {
 	p.step("remount_ro", d)
 }
 
-// scratch mounts the size-capped writable areas (/tmp and the working
-// directory); the run's files come later (runPlan).
-func (p *plan) scratch(s *Spec, ids idMapping) {
-	opts := fmt.Sprintf("size=%d,mode=1777", s.TmpfsSize)
-	p.step("mount", "tmpfs", newRoot+"/tmp", "tmpfs", num(mountScratch), opts)
-	if !underTmp(s.Workdir) {
-		p.step("mount", "tmpfs", newRoot+s.Workdir, "tmpfs", num(mountScratch), fmt.Sprintf("size=%d,mode=0755", s.TmpfsSize))
+// proc mounts the pid namespace's /proc at root+"/proc", its kernel
+// knobs read-only and maskedProc masked with empty, a file.
+func (p *plan) proc(root, empty string) {
+	p.step("mount", "proc", root+"/proc", "proc", num(mountNoExec), "")
+	// Read-only even for root of the jail: the kernel knobs are no
+	// business of the program's, whatever the ownership would say.
+	for _, f := range []string{"/proc/sys", "/proc/sysrq-trigger"} {
+		p.step("bind", root+f, root+f, num(bindReadOnly|bindOptional))
 	}
-	p.scratchDir(newRoot, s.Workdir, ids, map[string]bool{"/": true, "/tmp": true})
+	for _, f := range maskedProc {
+		p.step("mask", empty, root+"/proc/"+f)
+	}
+}
+
+// scratch mounts the size-capped writable areas (/tmp and the working
+// directory) of the root at root; the run's files come later (runPlan).
+func (p *plan) scratch(root string, s *Spec, ids idMapping) {
+	opts := fmt.Sprintf("size=%d,mode=1777", s.TmpfsSize)
+	p.step("mount", "tmpfs", root+"/tmp", "tmpfs", num(mountScratch), opts)
+	if !underTmp(s.Workdir) {
+		p.step("mount", "tmpfs", root+s.Workdir, "tmpfs", num(mountScratch), fmt.Sprintf("size=%d,mode=0755", s.TmpfsSize))
+	}
+	p.scratchDir(root, s.Workdir, ids, map[string]bool{"/": true, "/tmp": true})
+}
+
+// zygotePlan is what the PID 1 of a zygote's child does in the
+// template's root before the child's program goes on (init.c:
+// zygote_init): what a cold run's mountPlan makes for its namespaces,
+// made again for the child's own: loopback, hostname, /dev/shm, /proc and
+// the scratch areas, the working directory owned by ids' program.
+func zygotePlan(s *Spec, ids idMapping) *plan {
+	p := &plan{}
+	p.step("loopback_up")
+	p.step("hostname", s.Hostname)
+	p.step("mount", "tmpfs", "/dev/shm", "tmpfs", num(mountNoExec), fmt.Sprintf("size=%d,mode=1777", s.TmpfsSize))
+	p.proc("", zygoteEmpty)
+	p.scratch("", s, ids)
+	return p
 }
 
 // scratchDir creates dir (inside a scratch mount, under the prefix the root

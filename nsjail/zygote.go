@@ -8,7 +8,6 @@ package nsjail
 // a child, through the same supervisor, limits and verdict as a cold run.
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/binary"
@@ -196,8 +195,16 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 		return err
 	}
 	go t.watch()
+	// The template's configuration, with this binary, which its children
+	// exec as their PID 1 (init.c: zygote_init): the template's root need
+	// not have it.
+	exe, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return fmt.Errorf("open microbox's own binary: %w", err)
+	}
+	defer exe.Close()
 	cfg, _ := json.Marshal(map[string]any{"preload": t.key.Preload()})
-	if _, err := t.ctl.Write(cfg); err != nil {
+	if err := sendmsg(t.ctl, cfg, unix.UnixRights(int(exe.Fd()))); err != nil {
 		return fmt.Errorf("configure the template: %w", err)
 	}
 	var ready struct{ Ready, Error string }
@@ -295,7 +302,7 @@ type ZygoteChild struct {
 	pid   int      // its PID 1's pid, here
 	pidfd *os.File // its PID 1, watched (not our child: not waited for)
 	cg    cgroup.Run
-	ctl   *os.File // PID 1's status channel
+	ctl   *os.File // to PID 1: its plan in, its status lines out
 	run   *os.File // the program's run channel
 	used  bool
 }
@@ -313,21 +320,20 @@ func (t *Template) Fork() (*ZygoteChild, error) {
 	return c, nil
 }
 
-// childRequest is what a child needs before its run is known (zygote.py:
-// mounts, sandbox).
+// childRequest is what a child's program needs before its run is known
+// (zygote.py: sandbox); its PID 1 has a plan (zygotePlan).
 type childRequest struct {
-	Hostname   string     `json:"hostname"`
-	Workdir    string     `json:"workdir"`
-	TmpfsSize  int64      `json:"tmpfs_size"`
 	UID        int        `json:"uid"`
 	GID        int        `json:"gid"`
 	SandboxUID int        `json:"sandbox_uid"`
-	Masked     []string   `json:"masked"`
-	Empty      string     `json:"empty"`
 	Rlimits    [][3]int64 `json:"rlimits"`
 	Seccomp    string     `json:"seccomp"`
 }
 
+// fork has the template clone the child's PID 1 into new namespaces;
+// PID 1 says hello, is moved into the run's cgroup, forks the program and
+// becomes microbox's init, which carries out its plan and lets the
+// program go on, which sandboxes itself and says it is ready.
 func (c *ZygoteChild) fork() error {
 	t := c.t
 	t.mu.Lock()
@@ -338,7 +344,7 @@ func (c *ZygoteChild) fork() error {
 	c.slot, t.free = t.free[0], t.free[1:]
 	t.forks++
 	t.mu.Unlock()
-	ctl, ctlTheirs, err := socketpair(unix.SOCK_SEQPACKET)
+	ctl, ctlTheirs, err := socketpair(unix.SOCK_STREAM)
 	if err != nil {
 		return err
 	}
@@ -355,39 +361,39 @@ func (c *ZygoteChild) fork() error {
 	}); err != nil {
 		return err
 	}
-	req, _ := json.Marshal(t.childRequest(c.slot))
-	err = sendmsg(t.ctl, req, unix.UnixRights(ctlTheirs, runTheirs))
-	if err != nil {
+	uid := c.slot*slotSize + ProgramUID
+	req, _ := json.Marshal(t.childRequest(uid))
+	if err := sendmsg(t.ctl, req, unix.UnixRights(ctlTheirs, runTheirs)); err != nil {
 		return fmt.Errorf("ask the template: %w", err)
 	}
-	if c.pid, err = c.hello(); err != nil {
-		return err
-	}
-	pidfd, err := unix.PidfdOpen(c.pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return fmt.Errorf("pidfd of the run's init: %w", err)
-	}
-	c.pidfd = os.NewFile(uintptr(pidfd), "pidfd")
+	// The run's cgroup is made while the template clones.
 	if sh := t.key.shape; sh.cgroup != nil {
 		if c.cg, err = cgroup.New(*sh.cgroup); err != nil {
 			return fmt.Errorf("cgroup: %w", err)
 		}
+	}
+	if err := c.hello(); err != nil {
+		return err
+	}
+	if c.cg != nil {
 		if err := c.cg.Adopt(c.pid); err != nil {
 			return err
 		}
 	}
-	if _, err := ctl.Write([]byte("go")); err != nil {
+	if _, err := ctl.Write([]byte("go\n")); err != nil {
 		return err
+	}
+	plan := zygotePlan(t.spec, idMapping{programUID: uid, programGID: uid})
+	if err := writeAll(c.ctl, plan.framed()); err != nil {
+		return fmt.Errorf("send the run's init its plan: %w", err)
 	}
 	return c.ready()
 }
 
-// childRequest is the request for a child in uid slot n.
-func (t *Template) childRequest(n int) childRequest {
-	s := t.spec
-	uid := n*slotSize + ProgramUID
-	req := childRequest{Hostname: s.Hostname, Workdir: s.Workdir, TmpfsSize: s.TmpfsSize, UID: uid, GID: uid,
-		SandboxUID: ProgramUID, Masked: maskedProc, Empty: zygoteEmpty, Seccomp: hex.EncodeToString([]byte(t.key.seccomp))}
+// childRequest is the request for a child whose program's host uid is
+// uid, in the template's terms.
+func (t *Template) childRequest(uid int) childRequest {
+	req := childRequest{UID: uid, GID: uid, SandboxUID: ProgramUID, Seccomp: hex.EncodeToString([]byte(t.key.seccomp))}
 	rl := t.key.rlimits
 	for _, r := range [][3]int64{{unix.RLIMIT_CORE, 0, 0}, {unix.RLIMIT_NOFILE, int64(rl.NoFile), int64(rl.NoFile)},
 		{unix.RLIMIT_SIGPENDING, int64(rl.SigPending), int64(rl.SigPending)}, {unix.RLIMIT_MSGQUEUE, int64(rl.MsgQueue), int64(rl.MsgQueue)}} {
@@ -396,28 +402,51 @@ func (t *Template) childRequest(n int) childRequest {
 	return req
 }
 
-// hello waits for the child's PID 1 to say hello, and learns its pid here
-// from the kernel's credentials on the message.
-func (c *ZygoteChild) hello() (int, error) {
-	buf, oob := make([]byte, 1024), make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+// hello waits for the child's PID 1 to say hello, learns its pid here
+// from the kernel's credentials on the message, and opens its pidfd. The
+// buffer holds the hello and no more: what follows on the stream is PID
+// 1's status.
+func (c *ZygoteChild) hello() error {
+	const hello = "hello\n"
+	buf, oob := make([]byte, len(hello)), make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	c.ctl.SetReadDeadline(time.Now().Add(SetupTimeout))
-	defer c.ctl.SetReadDeadline(time.Time{})
 	n, oobn, err := recvmsg(c.ctl, buf, oob)
+	c.ctl.SetReadDeadline(time.Time{})
 	if err != nil {
-		return 0, fmt.Errorf("the template's child did not start: %w", err)
+		return fmt.Errorf("the template's child did not start: %w", err)
 	}
-	if string(buf[:n]) != "hello" {
-		return 0, errors.New(strings.TrimPrefix(string(buf[:n]), "error "))
+	if string(buf[:n]) != hello {
+		return c.failure(buf[:n])
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(msgs) != 1 {
-		return 0, errors.New("the run's init sent no credentials")
+		return errors.New("the template's child sent no credentials")
 	}
 	cred, err := unix.ParseUnixCredentials(&msgs[0])
 	if err != nil {
-		return 0, err
+		return err
 	}
-	return int(cred.Pid), nil
+	c.pid = int(cred.Pid)
+	pidfd, err := unix.PidfdOpen(c.pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("pidfd of the run's init: %w", err)
+	}
+	c.pidfd = os.NewFile(uintptr(pidfd), "pidfd")
+	return nil
+}
+
+// failure is the child's own word on why it failed, which begins with
+// said: an "error" status line.
+func (c *ZygoteChild) failure(said []byte) error {
+	c.ctl.SetReadDeadline(time.Now().Add(time.Second))
+	defer c.ctl.SetReadDeadline(time.Time{})
+	rest := make([]byte, 1024)
+	n, _ := io.ReadFull(c.ctl, rest)
+	line, _, _ := strings.Cut(string(said)+string(rest[:n]), "\n")
+	if msg, ok := strings.CutPrefix(line, "error "); ok {
+		return errors.New(msg)
+	}
+	return fmt.Errorf("the template's child failed (%q)", line)
 }
 
 // ready waits for the child's program to be sandboxed and waiting, or
@@ -429,13 +458,7 @@ func (c *ZygoteChild) ready() error {
 	if _, err := io.ReadFull(c.run, buf); err == nil && string(buf) == "ready" {
 		return nil
 	}
-	c.ctl.SetReadDeadline(time.Now().Add(time.Second))
-	defer c.ctl.SetReadDeadline(time.Time{})
-	msg := make([]byte, 1024)
-	if n, _ := c.ctl.Read(msg); n > 0 {
-		return errors.New(strings.TrimPrefix(string(msg[:n]), "error "))
-	}
-	return errors.New("the run's program ended before it was ready")
+	return c.failure(nil)
 }
 
 // Alive reports whether the child still waits for its run: its program
@@ -457,20 +480,28 @@ func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, func() 
 	default:
 		c.used = true
 		if sv.pipes, err = newRunPipes(); err == nil {
-			sv.events = readMessages(c.ctl)
+			sv.events = readEvents(c.ctl)
 		}
 	}
 	res, teardown := sv.finish(ctx, s, err)
 	res.Start = "zygote"
-	return res, teardown
+	return res, func() error {
+		err := teardown() // the supervisor's: PID 1 gone, the cgroup removed
+		c.cg = nil
+		c.release()
+		return err
+	}
 }
 
 // discard ends a child that will run nothing.
 func (c *ZygoteChild) discard() {
-	if c.pidfd != nil {
+	if c.pidfd != nil { // PID 1, and with it the run's namespace
 		z := &zygoteRun{c: c}
 		z.kill()
 		z.awaitExit()
+	}
+	if c.cg != nil {
+		c.cg.Kill() // the template's fork, and what it forked before PID 1 told its pid
 	}
 	c.release()
 }
@@ -645,24 +676,4 @@ func readable(f *os.File) bool {
 		return nil
 	})
 	return ready
-}
-
-// readMessages parses a child's PID 1's status messages (init.c's lines,
-// one a message) until the socket closes.
-func readMessages(f *os.File) <-chan event {
-	ch := make(chan event, 16)
-	go func() {
-		defer close(ch)
-		buf := make([]byte, 4096)
-		for {
-			n, err := f.Read(buf)
-			if err != nil || n == 0 {
-				return
-			}
-			for _, line := range bytes.Split(bytes.TrimSpace(buf[:n]), []byte("\n")) {
-				ch <- parseEvent(string(line))
-			}
-		}
-	}()
-	return ch
 }

@@ -3,24 +3,23 @@
 # (nsjail/zygote.go holds the protocol's other side; docs/zygote.md the
 # security argument).
 #
-# Trusted code only, in three processes:
-#   the template   imports the operator's preloads, then forks a child per
-#                  request from the supervisor (control socket, fd 0);
-#   B (run's init) the child, in fresh mount, uts, ipc, net and pid
-#                  namespaces (PID 1 of the last), moved by the supervisor
-#                  into the run's cgroup: it mounts the run's scratch areas
-#                  and /proc, starts C, reports and reaps, as init.c does;
-#   C (program)    pid 2: drops every privilege, loads the seccomp filter,
-#                  then waits for the run: its code, files, environment and
-#                  descriptors. Only then does a caller's code run, in C.
+# Trusted code only, in these processes:
+#   the template  imports the operator's preloads, then, per request from
+#                 the supervisor (control socket, fd 0), clones the run's
+#                 PID 1 into fresh mount, uts, ipc, net and pid namespaces;
+#   PID 1         moved by the supervisor into the run's cgroup, forks the
+#                 program, then becomes microbox's own C init (init.c:
+#                 zygote_init), exec'd from the binary's descriptor the
+#                 supervisor gave the template: it mounts the run's scratch
+#                 areas and /proc, lets the program go on, reports, reaps;
+#   the program   pid 2: drops every privilege, loads the seccomp filter,
+#                 then waits for the run: its code, files, environment and
+#                 descriptors. Only then does a caller's code run, here.
 # The template never runs a caller's code, and each run is a fresh fork of
 # it: nothing a run does reaches the template or a later run.
-#
-# Messages on the control socket and B's are JSON; the supervisor's status
-# lines from B follow init.c's ("start NS", "exit STATUS NS CPU_US RSS_KIB
-# [wall]", "error MSG").
 
 import ctypes
+import fcntl
 import gc
 import json
 import os
@@ -34,15 +33,14 @@ import types
 
 BOOTSTRAP = os.path.abspath(__file__)
 libc = ctypes.CDLL(None, use_errno=True)
+pylibc = ctypes.PyDLL(None, use_errno=True)
 
-CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
+CLONE_NEWNS, CLONE_NEWUTS = 0x00020000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
+PR_SET_DUMPABLE, PR_CAPBSET_DROP = 4, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-SYS_CAPSET = 126  # x86_64, as the zygote is (nsjail/zygote.go)
+SYS_CLONE, SYS_CAPSET = 56, 126  # x86_64, as the zygote is (nsjail/zygote.go)
 
 
 def check(ret, what):
@@ -52,26 +50,24 @@ def check(ret, what):
     return ret
 
 
-def mount(src, dst, fstype, flags, data=None):
-    enc = lambda s: s.encode() if s is not None else None
-    check(libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)), "mount %s" % dst)
-
-
 # --- the template ----------------------------------------------------------
 
 
 def template():
     ctl = socket.socket(fileno=0)
-    cfg = json.loads(ctl.recv(1 << 20))
+    msg, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 1)
+    cfg = json.loads(msg)
+    init_binary = fds[0]  # microbox, for the runs' init
     for name in cfg.get("preload") or ():
         try:
             __import__(name)
         except BaseException as e:
             send(ctl, {"error": "preload %s: %s: %s" % (name, type(e).__name__, e)})
             os._exit(1)
-    # What every child would otherwise pay for, once: the compiler's
-    # first use, and the collector's walk of the preloads' objects, which
-    # would copy their pages into each child.
+    # What every child would otherwise pay for, once: modules the children
+    # use, the compiler's first use, and the collector's walk of the
+    # preloads' objects, which would copy their pages into each child.
+    import random, resource
     compile("x = 1", "<warm>", "exec")
     gc.collect()
     gc.freeze()
@@ -81,174 +77,96 @@ def template():
                    "preload modules that start none" % threads})
         os._exit(1)
     send(ctl, {"ready": sys.version.split()[0]})
+    # Each run's PID 1 is the template's child, watched by the supervisor
+    # through a pidfd; the kernel reaps it (each PID 1 sets its own
+    # SIGCHLD back, before it has children).
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     while True:
         msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)
         if not msg:
             os._exit(0)  # the supervisor closed the socket
         req = json.loads(msg)
-        pid = os.fork()
+        pid = clone(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID)
         if pid == 0:
-            ctl.close()
-            child(req, fds)
+            run_init(req, fds, init_binary)
+        if pid < 0:
+            os.write(fds[0], b"error zygote: clone: %s\n" % os.strerror(-pid).encode())
         for fd in fds:
             os.close(fd)
-        os.waitpid(pid, 0)  # A, which leaves at once
 
 
 def send(sock, obj):
     sock.send(json.dumps(obj).encode())
 
 
-# --- A and B: the run's namespaces and its init ----------------------------
+def clone(flags):
+    # fork(2) into new namespaces: the child is the run's PID 1. Python's
+    # own os.fork would copy the template's pages for an after-fork the
+    # child does not need (it only forks the program, with os.fork, and
+    # execs microbox's init); the call keeps the interpreter's lock
+    # (PyDLL), which the single-threaded child then holds.
+    ret = pylibc.syscall(SYS_CLONE, ctypes.c_ulong(flags | signal.SIGCHLD), 0, 0, 0, 0)
+    return -ctypes.get_errno() if ret < 0 else ret
 
 
-def child(req, fds):
-    ctl, run = (socket.socket(fileno=fd) for fd in fds)
+# --- the run's PID 1, then its program ---------------------------------------
+
+
+def run_init(req, fds, init_binary):
+    ctl, run = fds
+    report = ctl
     try:
-        check(libc.unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID), "unshare")
-        if os.fork() != 0:
-            os._exit(0)  # A: B, its child, is PID 1 of the new pid namespace
-        init(req, ctl, run)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        null = os.open("/dev/null", os.O_RDWR)
+        os.dup2(null, 0)  # not the template's control socket
+        # The supervisor moves PID 1 into the run's cgroup, which the
+        # program is then born in; the kernel's credentials on the hello
+        # tell it PID 1's pid.
+        hello = socket.socket(fileno=ctl)
+        hello.sendmsg([b"hello\n"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS,
+                                      struct.pack("3i", os.getpid(), os.getuid(), os.getgid()))])
+        if hello.recv(3) != b"go\n":
+            os._exit(125)
+        hello.detach()
+        # The program is PID 1's own child, forked before PID 1 becomes
+        # microbox's init, which reaps it.
+        go_r, go_w = os.pipe()
+        start_r, start_w = os.pipe()
+        if os.fork() == 0:  # pid 2
+            for fd in (ctl, go_w, start_r, init_binary, null):
+                os.close(fd)  # so that each ends when its other side does
+            program(req, run, go_r, start_w)
+        # microbox's init, with its descriptors where init.c wants them
+        # (each copied out of the way first: a target may be another's
+        # source) and no other.
+        want = [null, null, null, ctl, ctl, go_w, start_r, init_binary]
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in want]
+        for target, fd in enumerate(high):
+            os.dup2(fd, target, inheritable=target < 7)
+        report = 4
+        os.closerange(8, 1 << 16)
+        os.execve(7, ["microbox-zygote-init"], {"_MICROBOX_INIT": "zinit"})
     except BaseException as e:
-        report(ctl, "error zygote: %s" % e)
+        os.write(report, b"error zygote: start the run's init: %s\n" % str(e).encode())
     os._exit(125)
 
 
-def report(ctl, line):
+def program(req, run, go_r, start_w):
+    run = socket.socket(fileno=run)
     try:
-        ctl.send(line.encode())
-    except OSError:
-        pass
-
-
-def init(req, ctl, run):
-    # B, as init.c's PID 1: not dumpable (nothing of it is the program's
-    # to read), tied to the template's jail (which dies with the
-    # supervisor), told its host pid by the kernel's credentials.
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    ctl.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-    ctl.sendmsg([b"hello"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack("3i", os.getpid(), 0, 0))])
-    if ctl.recv(16) != b"go":  # the supervisor moved B into the run's cgroup
-        os._exit(125)
-    check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup")
-    mounts(req)
-    socket.sethostname(req["hostname"])
-    loopback_up()
-    start_r, start_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        ctl.close()
-        os.close(start_r)
-        program(req, run, start_w)
-    run.close()
-    os.close(start_w)
-    supervise(ctl, pid, start_r)
-
-
-def mounts(req):
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    scratch = MS_NOSUID | MS_NODEV
-    size = "size=%d" % req["tmpfs_size"]
-    mount("tmpfs", "/tmp", "tmpfs", scratch, size + ",mode=1777")
-    workdir = req["workdir"]
-    if workdir != "/tmp" and not workdir.startswith("/tmp/"):
-        mount("tmpfs", workdir, "tmpfs", scratch, size + ",mode=0755")
-    os.makedirs(workdir, exist_ok=True)
-    os.chown(workdir, req["uid"], req["gid"])
-    mount("tmpfs", "/dev/shm", "tmpfs", scratch | MS_NOEXEC, size + ",mode=1777")
-    mount("proc", "/proc", "proc", scratch | MS_NOEXEC)
-    for p in ("/proc/sys", "/proc/sysrq-trigger"):
-        bind_ro(p, p)
-    for p in req["masked"]:
-        mask(req["empty"], "/proc/" + p)
-
-
-def bind_ro(src, dst):
-    if not os.path.exists(src):
-        return
-    mount(src, dst, None, MS_BIND | MS_REC)
-    mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-
-
-def mask(empty, path):
-    if not os.path.lexists(path):
-        return
-    if os.path.isdir(path):
-        mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
-    else:
-        bind_ro(empty, path)
-
-
-def loopback_up():
-    import fcntl
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    ifr = struct.pack("16sH14x", b"lo", 0)
-    flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, ifr))[1]  # SIOCGIFFLAGS
-    fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1 | 0x40))  # SIOCSIFFLAGS: UP, RUNNING
-    s.close()
-
-
-deadline_passed = False
-
-
-def supervise(ctl, pid, start_r):
-    # The program says when it starts the caller's code, and with which
-    # wall-clock limit; PID 1 holds that limit itself, as init.c does.
-    started = os.read(start_r, 1024)
-    os.close(start_r)
-    if started.startswith(b"!"):
-        report(ctl, "error zygote: the run's program: %s" % started[1:].decode(errors="replace"))
-        os._exit(125)
-    if started:
-        report(ctl, "start %d" % time.monotonic_ns())
-        arm(int(started))
-    killed = False
-    while True:
-        try:
-            got, status, ru = os.wait4(-1, 0)
-        except InterruptedError:
-            got = 0
-        except ChildProcessError:
-            os._exit(125)
-        if deadline_passed and not killed:
-            os.kill(-1, signal.SIGKILL)
-            killed = True
-        if got != pid:
-            continue
-        cpu_us = int((ru.ru_utime + ru.ru_stime) * 1e6)
-        if not started:
-            report(ctl, "error zygote: the program ended before its run began (wait status %d)" % status)
-            os._exit(125)
-        report(ctl, "exit %d %d %d %d%s" % (status, time.monotonic_ns(), cpu_us, ru.ru_maxrss, " wall" if killed else ""))
-        os._exit(0)
-
-
-def arm(timeout_ns):
-    def passed(sig, frame):
-        global deadline_passed
-        deadline_passed = True
-
-    signal.signal(signal.SIGALRM, passed)
-    signal.siginterrupt(signal.SIGALRM, True)
-    signal.setitimer(signal.ITIMER_REAL, timeout_ns / 1e9 + 1e-6)
-
-
-# --- C: the program --------------------------------------------------------
-
-
-def program(req, run, start_w):
-    try:
+        if os.read(go_r, 1) != b"g":  # the init has made the run's mounts
+            raise OSError("the run's init ended before its mounts were made")
+        os.close(go_r)
         sandbox(req)
         run.send(b"ready")
         spec, fds = receive(run)
         take(spec, fds)
         run.detach()  # closed below, with every descriptor of microbox's
-        os.closerange(3, start_w)
     except BaseException as e:
         os.write(start_w, b"!%s: %s" % (type(e).__name__.encode(), str(e).encode()))
-        os._exit(125)  # B reports why
+        os._exit(125)  # the run's init reports why
     os.write(start_w, b"%d" % spec["timeout_ns"])
-    os.closerange(start_w, 1 << 16)  # nothing of microbox's stays open
+    os.closerange(3, 1 << 16)  # nothing of microbox's stays open
     run_main(spec)
 
 

@@ -148,3 +148,42 @@ func TestZygotePreloads(t *testing.T) {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
 	}
 }
+
+// BenchmarkZygoteRun measures a run in a child forked ahead (Run and its
+// teardown) and the fork itself, apart:
+// go test -run '^$' -bench Zygote ./nsjail
+func BenchmarkZygoteRun(b *testing.B) {
+	code := "print(1)"
+	o := Defaults()
+	o.Code, o.Capture = &code, true
+	s, err := o.Spec()
+	if err != nil {
+		b.Fatal(err)
+	}
+	key, _ := ZygoteKeyOf(s, nil)
+	sp, err := NewSpawner()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sp.Close()
+	tmpl, err := sp.StartTemplate(key, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tmpl.Close()
+	var forking, running time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		c, err := tmpl.Fork()
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if r := Settle(c.Run(context.Background(), s)); r.Status != result.StatusOK {
+			b.Fatalf("%s %v", r.Status, deref(r.Error))
+		}
+		forking, running = forking+t1.Sub(t0), running+time.Since(t1)
+	}
+	b.ReportMetric(float64(forking.Microseconds())/float64(b.N)/1000, "fork-ms/op")
+	b.ReportMetric(float64(running.Microseconds())/float64(b.N)/1000, "run-ms/op")
+}
