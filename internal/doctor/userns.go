@@ -49,6 +49,10 @@ func container() string {
 		return "podman"
 	case exists("/proc/vz") && !exists("/proc/bc"):
 		return "openvz"
+	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+		return "kubernetes"
+	case os.Getenv("container") != "":
+		return os.Getenv("container")
 	}
 	return ""
 }
@@ -88,7 +92,7 @@ func (d *doctor) checkUserNS() {
 	}
 	if err := probeUserNS(); err != nil {
 		d.add("userns.create", Fail, "creating a user namespace failed: "+err.Error(),
-			"fix the settings above; in a container, run it with user namespaces allowed (e.g. Docker: --security-opt seccomp=unconfined --security-opt apparmor=unconfined, or as a privileged container)")
+			"fix the settings above; in a container, whose runtime's default seccomp profile refuses user namespaces, give it deploy/seccomp/microbox.json: Kubernetes securityContext.seccompProfile {type: Localhost, localhostProfile: microbox.json}; docker/podman --security-opt seccomp=deploy/seccomp/microbox.json (and AppArmor unconfined where it is enforced)")
 	} else {
 		d.add("userns.create", OK, "a user namespace can be created", "")
 	}
