@@ -368,7 +368,9 @@ func TestContainerServe(t *testing.T) {
 		server.Wait()
 		exec.Command(w.runtime, "delete", "-f", id).Run()
 	}()
-	exe := func(args ...string) *exec.Cmd { return exec.Command(w.runtime, append([]string{"exec", id}, args...)...) }
+	exe := func(args ...string) *exec.Cmd {
+		return exec.Command(w.runtime, append([]string{"exec", id}, args...)...)
+	}
 	time.Sleep(time.Second)
 	sleeper := exe("/usr/local/bin/microbox", "exec", "--timeout", "20s", "-c", "import time; time.sleep(15) # microbox-serve-probe")
 	if err := sleeper.Start(); err != nil {
