@@ -139,11 +139,10 @@ func (d *doctor) checkRestriction(r restriction, root bool) {
 // The binary is microbox, whose "help" prints and exits.
 func probeUserNS() error {
 	cmd := exec.Command("/proc/self/exe", "help")
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
-	}
+	// No id maps: mapping root's own id takes CAP_SETFCAP, which root's
+	// jails with ranges of their own do not need (checkCapabilities says
+	// what they do need).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	return cmd.Run()
 }
