@@ -188,7 +188,9 @@ func (w *world) ociSpec(t *testing.T, p pod, args []string) *specs.Spec {
 	s := &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
-			Args: args, Cwd: "/", Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+			// HOME: the red-team harness puts its canaries there, and the
+			// pod's writable scratch is its /tmp.
+			Args: args, Cwd: "/", Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"},
 			Capabilities:    &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps},
 			NoNewPrivileges: sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
 			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: rl.Max, Soft: rl.Max}},
@@ -220,6 +222,8 @@ func (w *world) ociSpec(t *testing.T, p pod, args []string) *specs.Spec {
 	s.Mounts = []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc"},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		// As containerd's and CRI-O's default specs have it.
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", cgroupMode}},
