@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build install test check unit redteam humaneval python-test test-v2 bench clean
+.PHONY: all build install test check unit redteam humaneval python-test test-v2 image image-lock test-image test-deploy bench clean
 
 all: build
 
@@ -62,7 +62,34 @@ python-test: build
 test-v2:
 	$(GO) run ./scripts/vmtest
 
-test: check build unit redteam humaneval python-test test-v2
+# image: the OCI image (build/oci, tag $(VERSION)) from a Debian root with
+# numpy whose packages deploy/image/packages.lock pins, built once into
+# /var/cache/microbox/image (keyed by that list) and reused; the server
+# binary goes in too when it has been built (bin/microbox-server).
+IMAGE_LOCK = deploy/image/packages.lock
+IMAGE_ROOT = /var/cache/microbox/image/rootfs-$(shell sha256sum $(IMAGE_LOCK) | cut -c1-12)
+image: build
+	test -d $(IMAGE_ROOT) || bin/microbox rootfs build --with numpy $(IMAGE_ROOT)
+	$(GO) run ./scripts/image -rootfs $(IMAGE_ROOT) -lock $(IMAGE_LOCK) -o build/oci -tag $(VERSION)
+
+# image-lock: build a fresh root and pin its packages (after Debian's updates).
+image-lock: build
+	bin/microbox rootfs build --with numpy --replace /var/cache/microbox/image/rootfs-fresh
+	$(GO) run ./scripts/image -rootfs /var/cache/microbox/image/rootfs-fresh -lock $(IMAGE_LOCK) -update-lock -o build/oci -tag $(VERSION)
+
+# test-deploy: the manifests against the Kubernetes API types, the systemd
+# unit with systemd-analyze (no image needed).
+test-deploy:
+	$(GO) test -count=1 -run 'TestManifests|TestSystemdUnit' ./deploy
+
+# test-image: microbox inside its image under the manifests' permissions
+# (runc on cgroup v1 hosts, crun on v2): doctor, the red-team corpus and
+# HumanEval in-process and through microbox serve, the Indexed Job's
+# command lines, and each permission taken away.
+test-image: image
+	MICROBOX_IMAGE=$(CURDIR)/build/oci:$(VERSION) $(GO) test -count=1 -timeout 20m -v -run 'TestContainer' ./deploy
+
+test: check build unit redteam humaneval python-test test-v2 test-deploy test-image
 
 bench: build
 	$(GO) run ./scripts/bench

@@ -3,6 +3,9 @@ package nsjail
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/microbox/microbox/rootfs"
 )
@@ -33,7 +36,7 @@ const HostIDBase = 1 << 30
 const ProgramUID = 1000
 
 func hostIDs() idMapping {
-	if os.Geteuid() == 0 {
+	if RangesPerJail() {
 		return idMapping{hostUID: HostIDBase, hostGID: HostIDBase, size: 65536,
 			programUID: ProgramUID, programGID: ProgramUID}
 	}
@@ -85,4 +88,40 @@ func (m idMapping) owner() (uid, gid string) {
 		return "0", "0"
 	}
 	return num(m.programUID), num(m.programGID)
+}
+
+// RangesPerJail reports whether jails get a host uid range of their own:
+// microbox runs as root and its user namespace maps every range of the
+// slots. Root in a user namespace of its own that maps fewer ids (a
+// container run with one, such as a Kubernetes pod with hostUsers: false)
+// makes its jails as a rootless caller does: each maps only microbox's
+// own id, and the program gets a nested namespace of its own.
+func RangesPerJail() bool {
+	return os.Geteuid() == 0 && slotsMapped()
+}
+
+var slotsMapped = sync.OnceValue(func() bool {
+	end := uint64(HostIDBase) + slotCount*slotSize
+	return mapsRange("/proc/self/uid_map", HostIDBase, end) && mapsRange("/proc/self/gid_map", HostIDBase, end)
+})
+
+// mapsRange reports whether one line of the id map file covers the ids
+// [lo, hi) of this namespace.
+func mapsRange(file string, lo, hi uint64) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		inside, err1 := strconv.ParseUint(f[0], 10, 64)
+		count, err2 := strconv.ParseUint(f[2], 10, 64)
+		if err1 == nil && err2 == nil && inside <= lo && hi <= inside+count {
+			return true
+		}
+	}
+	return false
 }

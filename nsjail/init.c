@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -989,14 +990,13 @@ static pid_t spawn_jail(struct request *req, char *err, size_t errlen)
 	pid_t pid = syscall(SYS_clone3, &args, sizeof args);
 	if (pid == 0)
 		become_pid1(req); // never returns
-	int clone_err = errno;
-	if (as_owner && setresuid(-1, 0, -1) < 0)
-		_exit(EXIT_SANDBOX_ERROR); // a spawner that cannot be root again must not serve on
-	errno = clone_err;
 	if (pid < 0) {
+		int clone_err = errno;
+		if (as_owner && setresuid(-1, 0, -1) < 0)
+			_exit(EXIT_SANDBOX_ERROR); // a spawner that cannot be root again must not serve on
 		snprintf(err, errlen, "clone the jail's namespaces: %s (if user namespaces are disabled: "
 			 "sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, "
-			 "kernel.apparmor_restrict_unprivileged_userns; or run as root)", strerror(errno));
+			 "kernel.apparmor_restrict_unprivileged_userns; or run as root)", strerror(clone_err));
 		return 0;
 	}
 	const char *files[][2] = {
@@ -1010,13 +1010,29 @@ static pid_t spawn_jail(struct request *req, char *err, size_t errlen)
 		// is, the run ends all the same, with the memory verdict.)
 		{ "oom_score_adj", "1000" },
 	};
-	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+	// The maps are written while the spawner is still the namespace's
+	// owner: the kernel lets a writer map a range only if it holds
+	// CAP_SYS_ADMIN over the new namespace, which its owner does without
+	// holding CAP_SYS_ADMIN itself (in a container that grants none; the
+	// range itself takes only CAP_SETUID and CAP_SETGID, kept across the
+	// change of uid). Their files belong to host root (PID 1 is not
+	// dumpable): the file system uid stays root's to open them.
+	if (as_owner) {
+		setfsuid(0);
+		if (setfsuid((uid_t)-1) != 0) {
+			snprintf(err, errlen, "spawner: cannot open the jail's id maps as root (setfsuid)");
+			kill(pid, SIGKILL); // the supervisor reaps it
+		}
+	}
+	for (size_t i = 0; !*err && i < sizeof files / sizeof files[0]; i++) {
 		if (write_pid_file(pid, files[i][0], files[i][1]) < 0) {
 			snprintf(err, errlen, "write /proc/%d/%s: %s", pid, files[i][0], strerror(errno));
 			kill(pid, SIGKILL); // the supervisor reaps it
 			break;
 		}
 	}
+	if (as_owner && setresuid(-1, 0, -1) < 0)
+		_exit(EXIT_SANDBOX_ERROR); // a spawner that cannot be root again must not serve on
 	return pid;
 }
 

@@ -37,6 +37,7 @@ type poolFlags struct {
 	jobs     int
 	progress string
 	pin      bool
+	shard    string
 }
 
 // Values of --order.
@@ -72,7 +73,9 @@ ahead of the oldest unfinished task; past either, no task starts until it
 ends. So batch holds at most --max-held plus one result per job, whatever
 the tasks print. A stopped batch (Ctrl-C, a kill) has written its results
 in order up to some task: go on with --skip LINE, where LINE is the "line"
-of its last result, appending to the same results file. A task's "file"
+of its last result, appending to the same results file. --shard I/N runs
+every Nth task (for N machines sharing one batch); the shards' results
+merge by "line" (jq -s 'sort_by(.line)[]' shard-*.jsonl). A task's "file"
 entries are read with microbox's own rights: task input must be trusted.
 
 Exit status: 0 when every task got its result, 125 when the batch could
@@ -102,6 +105,16 @@ func (p *poolFlags) register(c *cobra.Command) {
 	fl.IntVarP(&p.jobs, "jobs", "j", runtime.NumCPU(), "runs at once (each gets --cpus of CPU bandwidth)")
 	fl.StringVar(&p.progress, "progress", "auto", "progress bar on stderr: auto (when stderr is a terminal and results do not go to it), always, never")
 	fl.BoolVar(&p.pin, "pin", true, "when --jobs is at most the number of CPUs, pin each worker's runs to a CPU of their own (--pin=false: let the kernel place them)")
+	fl.StringVar(&p.shard, "shard", "", "run only shard I/N of the tasks: task k (from 0) is shard k mod N's, so N machines given 0/N ... N-1/N run each task once (a Kubernetes Indexed Job: --shard $(JOB_COMPLETION_INDEX)/N)")
+}
+
+// parseShard is --shard's shard (the whole batch when it is not given).
+func (p *poolFlags) parseShard() (batch.Shard, error) {
+	if p.shard == "" {
+		return batch.Shard{}, nil
+	}
+	s, err := batch.ParseShard(p.shard)
+	return s, flagError(err)
 }
 
 // check validates the pool's flags.
@@ -162,11 +175,15 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return flagError(err)
 	}
+	shard, err := f.pool.parseShard()
+	if err != nil {
+		return err
+	}
 	base, err := f.base(c)
 	if err != nil {
 		return err
 	}
-	in, total, err := openTasks(args, f.skip)
+	in, total, err := openTasks(args, f.skip, shard)
 	if err != nil {
 		return err
 	}
@@ -183,7 +200,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	}
 	bar := f.pool.bar(f.output == "-" && progress.IsTerminal(os.Stdout), total, "runs", batch.StatusLabels())
 	err = p.Stream(ctx, in, out, batch.StreamOptions{Ordered: f.order == orderInput, MaxPending: f.inFlight,
-		MaxHeld: maxHeld, Skip: f.skip, Progress: bar})
+		MaxHeld: maxHeld, Skip: f.skip, Shard: shard, Progress: bar})
 	if cerr := out.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write results: %w", cerr)
 	}
@@ -199,7 +216,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 // openTasks opens the task file ("-" or none: stdin) and counts its tasks
 // past the first skip lines when it is a regular file, for the progress
 // bar's ETA; -1 when unknown.
-func openTasks(args []string, skip int) (*os.File, int64, error) {
+func openTasks(args []string, skip int, shard batch.Shard) (*os.File, int64, error) {
 	in := os.Stdin
 	if len(args) == 1 && args[0] != "-" {
 		var err error
@@ -208,7 +225,7 @@ func openTasks(args []string, skip int) (*os.File, int64, error) {
 			return nil, 0, usagef("%s: %v; give the path of a JSONL task file, or - for stdin", args[0], errors.Unwrap(err))
 		}
 	}
-	return in, batch.CountTasks(in, skip), nil
+	return in, batch.CountTasks(in, skip, shard), nil
 }
 
 // createOutput opens the results file ("-": stdout).

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/internal/eval"
 	"github.com/microbox/microbox/internal/interrupt"
 )
@@ -23,7 +25,7 @@ func evalCommand() *cobra.Command {
 		Use:   "eval",
 		Short: "Evaluate model samples against a benchmark's tests",
 	}
-	c.AddCommand(humanEvalCommand())
+	c.AddCommand(humanEvalCommand(), mergeCommand())
 	return c
 }
 
@@ -92,10 +94,15 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 	if err != nil {
 		return err
 	}
+	shard, err := f.pool.parseShard()
+	if err != nil {
+		return err
+	}
 	set, err := eval.Load(f.problems, samplesFile, f.allowIncomplete)
 	if err != nil {
 		return flagError(err)
 	}
+	set.Keep(shard)
 	base, err := f.base(c)
 	if err != nil {
 		return err
@@ -125,19 +132,27 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 	if err := out.Write(set.Samples, verdicts); err != nil {
 		return err
 	}
-	reportEval(f, set.Summarize(ks, verdicts), outName, bar.Elapsed())
+	reportEval(f, set.Summarize(ks, verdicts), outName, bar.Elapsed(), shard)
 	return nil
 }
 
 // reportEval prints pass@k on stdout and a summary on stderr; microbox
 // exits 1 if some samples could not be run.
-func reportEval(f *evalFlags, sum eval.Summary, outName string, took time.Duration) {
-	fmt.Println(sum.Scores)
+func reportEval(f *evalFlags, sum eval.Summary, outName string, took time.Duration, shard batch.Shard) {
+	if shard.Whole() {
+		fmt.Println(sum.Scores)
+	} else {
+		// One shard's pass@k would be an estimate over part of each
+		// problem's samples: only the merge says it.
+		fmt.Fprintf(os.Stderr, "microbox: shard %s of the samples; pass@k comes from every shard's results together: microbox eval merge SHARD_RESULTS...\n", shard)
+	}
 	secs := took.Seconds()
 	fmt.Fprintf(os.Stderr, "microbox: %d samples of %d problems in %.1f s (%.1f samples/s, --jobs %d): %d passed, %d failed, %d timed out; results in %s\n",
 		sum.Samples, sum.Problems, secs, float64(sum.Samples)/secs, f.pool.jobs, sum.Counts["passed"], sum.Counts["failed"], sum.Counts["timed out"], outName)
 	for _, k := range sum.LeftOut {
-		fmt.Fprintf(os.Stderr, "microbox: pass@%d left out: some problems have fewer than %d samples\n", k, k)
+		if shard.Whole() {
+			fmt.Fprintf(os.Stderr, "microbox: pass@%d left out: some problems have fewer than %d samples\n", k, k)
+		}
 	}
 	if sum.SandboxErrors > 0 {
 		fmt.Fprintf(os.Stderr, "microbox: %d samples could not be run (status sandbox_error; their result says why) and count as failed\n", sum.SandboxErrors)
@@ -156,4 +171,62 @@ func parseKs(s string) ([]int, error) {
 		ks = append(ks, k)
 	}
 	return ks, nil
+}
+
+// mergeCommand is `microbox eval merge`: the shards' results as one
+// evaluation's, with pass@k over them all.
+func mergeCommand() *cobra.Command {
+	var ks, output string
+	c := &cobra.Command{
+		Use:   "merge [-k 1,10,100] [-o MERGED.jsonl] RESULTS.jsonl...",
+		Short: "Merge the results of `eval humaneval --shard` runs and compute pass@k over them",
+		Long: `Read the results files of an evaluation's shards (microbox eval humaneval
+--shard I/N, one per machine), write them as one file if -o is given, and print
+pass@k over all of them on stdout, as one unsharded evaluation would: give
+every shard's file once. A summary goes to stderr. Exit status: 0, or 1 when
+some samples could not be run (sandbox_error), or 125 on bad input.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return runMerge(args, ks, output)
+		},
+	}
+	c.Flags().StringVarP(&ks, "k", "k", "1,10,100", "the k of pass@k, comma-separated")
+	c.Flags().StringVarP(&output, "output", "o", "", "write the merged results to this file")
+	return c
+}
+
+func runMerge(files []string, ksFlag, output string) error {
+	ks, err := parseKs(ksFlag)
+	if err != nil {
+		return err
+	}
+	var out *eval.Results
+	var w io.Writer
+	if output != "" {
+		if out, err = eval.CreateResults(output); err != nil {
+			return flagError(err)
+		}
+		defer out.Abort()
+		w = out.Lines()
+	}
+	sum, err := eval.Merge(files, ks, w)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if out != nil {
+		if err := out.Commit(); err != nil {
+			return err
+		}
+	}
+	fmt.Println(sum.Scores)
+	fmt.Fprintf(os.Stderr, "microbox: %d results of %d problems from %d files: %d passed, %d failed, %d timed out\n",
+		sum.Samples, sum.Problems, len(files), sum.Counts["passed"], sum.Counts["failed"], sum.Counts["timed out"])
+	for _, k := range sum.LeftOut {
+		fmt.Fprintf(os.Stderr, "microbox: pass@%d left out: some problems have fewer than %d samples\n", k, k)
+	}
+	if sum.SandboxErrors > 0 {
+		fmt.Fprintf(os.Stderr, "microbox: %d samples could not be run (status sandbox_error) and count as failed\n", sum.SandboxErrors)
+		os.Exit(1)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -252,4 +253,56 @@ func readJSONLFile(t *testing.T, name string) []map[string]any {
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// Three shards of the example samples, merged, give exactly the pass@k
+// and the verdicts of one unsharded evaluation; each sample runs in one
+// shard only; a bad --shard is refused.
+func TestEvalShardsMerge(t *testing.T) {
+	dir := t.TempDir()
+	problems, samples := "../../examples/humaneval/problems.jsonl", "../../examples/humaneval/samples.jsonl"
+	whole, rows, code := runEval(t, filepath.Join(dir, "whole.jsonl"), "--problems", problems, "-k", "1,2", "-o", filepath.Join(dir, "whole.jsonl"), samples)
+	if code != 0 {
+		t.Fatalf("whole evaluation: exit %d", code)
+	}
+	var shards []string
+	n := 0
+	for i := range 3 {
+		name := filepath.Join(dir, fmt.Sprintf("shard%d.jsonl", i))
+		out, code := runMicrobox(t, "", "eval", "humaneval", "--shard", fmt.Sprintf("%d/3", i), "--problems", problems, "-o", name, samples)
+		if code != 0 || len(out) != 0 {
+			t.Fatalf("shard %d: exit %d, stdout %q (want no pass@k from one shard)", i, code, out)
+		}
+		n += len(readRows(t, name))
+		shards = append(shards, name)
+	}
+	if n != len(rows) {
+		t.Fatalf("the shards ran %d samples, the whole %d", n, len(rows))
+	}
+	merged := filepath.Join(dir, "merged.jsonl")
+	out, code := runMicrobox(t, "", append([]string{"eval", "merge", "-k", "1,2", "-o", merged}, shards...)...)
+	var scores map[string]float64
+	if err := json.Unmarshal(out, &scores); code != 0 || err != nil {
+		t.Fatalf("merge: exit %d, %q: %v", code, out, err)
+	}
+	if scores["pass@1"] != whole["pass@1"] || scores["pass@2"] != whole["pass@2"] {
+		t.Errorf("merged pass@k %v, whole %v", scores, whole)
+	}
+	verdicts := map[string]int{}
+	for _, r := range rows {
+		verdicts[r.TaskID+" "+r.Completion+" "+r.Result]++
+	}
+	for _, r := range readRows(t, merged) {
+		verdicts[r.TaskID+" "+r.Completion+" "+r.Result]--
+	}
+	for k, v := range verdicts {
+		if v != 0 {
+			t.Errorf("sample %q: %d more in the whole evaluation than merged", k, v)
+		}
+	}
+	for _, bad := range []string{"3/3", "-1/2", "1", "a/b", "0/0"} {
+		if _, code := runMicrobox(t, "", "eval", "humaneval", "--shard", bad, "--problems", problems, samples); code != result.ExitSandboxError {
+			t.Errorf("--shard %s: exit %d, want %d", bad, code, result.ExitSandboxError)
+		}
+	}
 }

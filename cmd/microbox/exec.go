@@ -287,7 +287,7 @@ var flagNames = map[string]string{
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
-	"Pin": "--pin", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
+	"Pin": "--pin", "Shard": "--shard", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
 	// serve
 	"Socket": "--socket", "Warm": "--warm",
 }

@@ -29,6 +29,10 @@ type StreamOptions struct {
 	// stopped goes on after the line of its last result. Results keep
 	// the input's own line numbers.
 	Skip int
+	// Shard is the part of the tasks this batch runs (the zero Shard:
+	// all); results keep the input's line numbers, so the shards'
+	// results merge by "line".
+	Shard Shard
 	// Progress counts each result; Stream finishes it.
 	Progress *progress.Bar
 }
@@ -44,7 +48,7 @@ func (p *Pool) Stream(ctx context.Context, in io.Reader, out io.Writer, o Stream
 	win := newWindow(ctx, o.MaxPending, o.MaxHeld)
 	todo := make(chan *Item)
 	readErr := make(chan error, 1)
-	go func() { readErr <- feedLines(ctx, in, o.Skip, todo, win, o.Progress) }()
+	go func() { readErr <- feedLines(ctx, in, o.Skip, o.Shard, todo, win, o.Progress) }()
 	done := p.Run(ctx, todo)
 	w := newResultWriter(out, o.Ordered, win)
 	var writeErr error
@@ -82,9 +86,9 @@ func StatusLabels() []string {
 }
 
 // CountTasks counts the non-blank lines from f's offset to its end, past
-// the first skip, and seeks back, for a progress bar's ETA; -1 if f is
-// not a regular file.
-func CountTasks(f *os.File, skip int) int64 {
+// the first skip, that are the shard's, and seeks back, for a progress
+// bar's ETA; -1 if f is not a regular file.
+func CountTasks(f *os.File, skip int, shard Shard) int64 {
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		return -1
@@ -96,7 +100,7 @@ func CountTasks(f *os.File, skip int) int64 {
 	defer f.Seek(start, io.SeekStart)
 	r := bufio.NewReaderSize(f, 1<<16)
 	var n int64
-	blank := true
+	blank, k := true, 0
 	for line := 1; ; line++ {
 		// A line longer than the buffer comes in several chunks.
 		chunk, err := r.ReadSlice('\n')
@@ -105,8 +109,11 @@ func CountTasks(f *os.File, skip int) int64 {
 			line--
 			continue
 		}
-		if !blank && line > skip {
-			n++
+		if !blank {
+			if line > skip && shard.Takes(k) {
+				n++
+			}
+			k++
 		}
 		blank = true
 		if err == io.EOF {
@@ -118,13 +125,13 @@ func CountTasks(f *os.File, skip int) int64 {
 	}
 }
 
-// feedLines sends each non-blank line of in after the first skip as an
-// item, entering the window for each, until in ends or ctx is done; then
-// it closes todo.
-func feedLines(ctx context.Context, in io.Reader, skip int, todo chan<- *Item, win *window, bar *progress.Bar) error {
+// feedLines sends each non-blank line of in after the first skip that is
+// the shard's as an item, entering the window for each, until in ends or
+// ctx is done; then it closes todo.
+func feedLines(ctx context.Context, in io.Reader, skip int, shard Shard, todo chan<- *Item, win *window, bar *progress.Bar) error {
 	defer close(todo)
 	lines := make(chan lineOrErr)
-	go readLines(ctx, in, skip, lines)
+	go readLines(ctx, in, skip, shard, lines)
 	seq := 0
 	for {
 		var l lineOrErr
@@ -159,14 +166,19 @@ type lineOrErr struct {
 	err  error
 }
 
-// readLines sends the non-blank lines of in after the first skip, then
-// its error (io.EOF at the end). It runs apart from feedLines so that an
-// interrupt is not held up by a read from a silent stdin.
-func readLines(ctx context.Context, in io.Reader, skip int, out chan<- lineOrErr) {
+// readLines sends the non-blank lines of in after the first skip that
+// are the shard's, then its error (io.EOF at the end). It runs apart from
+// feedLines so that an interrupt is not held up by a read from a silent
+// stdin.
+func readLines(ctx context.Context, in io.Reader, skip int, shard Shard, out chan<- lineOrErr) {
 	r := bufio.NewReaderSize(in, 1<<16)
-	for n := 1; ; n++ {
+	for n, k := 1, 0; ; n++ {
 		text, err := r.ReadBytes('\n')
-		if n > skip && len(bytes.TrimSpace(text)) > 0 {
+		task := len(bytes.TrimSpace(text)) > 0
+		if task {
+			k++
+		}
+		if task && n > skip && shard.Takes(k-1) {
 			select {
 			case out <- lineOrErr{n: n, text: text}:
 			case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/microbox/microbox/cgroup"
+	"golang.org/x/sys/unix"
 )
 
 // checkCgroups reports the hierarchy, its controllers and features, and
@@ -116,11 +117,11 @@ func (d *doctor) checkV2Delegation(parent string, inOwn bool, own string) {
 			return
 		}
 	}
-	if os.Geteuid() != 0 {
-		if p, err := cgroup.Unwritable(own, parent); p != "" {
-			d.add("cgroup.delegation", Fail, fmt.Sprintf("uid %d may not write %s (%v): %s is not delegated to it", os.Geteuid(), p, err, parent), fix)
-			return
-		}
+	// Root too: a container's cgroup mount is read-only unless the
+	// runtime delegates it.
+	if p, err := cgroup.Unwritable(own, parent); p != "" {
+		d.add("cgroup.delegation", Fail, fmt.Sprintf("uid %d may not write %s (%v): %s is not delegated to it", os.Geteuid(), p, err, parent), fix+containerCgroupFix)
+		return
 	}
 	where := fmt.Sprintf("run groups go under %s", parent)
 	if ownGroup {
@@ -155,8 +156,24 @@ func (d *doctor) checkV1() {
 			d.spell("run microbox as root, or use a cgroup v2 host with a delegated subtree (see README, Rootless), or pass {NoCgroup} to run without limits"))
 		return
 	}
+	for _, p := range places {
+		dir := cgroup.MountRoot + "/" + p.Hierarchy + p.Parent
+		if _, err := os.Stat(dir); err != nil {
+			d.add("cgroup.delegation", Fail, fmt.Sprintf("%s: /proc/self/cgroup names a group the %s mount does not show (a container sharing the host's cgroup namespace)", dir, p.Hierarchy),
+				d.spell("run the container with a cgroup namespace of its own (docker/podman --cgroupns private), or pass {NoCgroup}"))
+			return
+		}
+		if err := unix.Access(dir, unix.W_OK); err != nil {
+			d.add("cgroup.delegation", Fail, fmt.Sprintf("as root, may not write %s (%v)", dir, err),
+				d.spell("pass {NoCgroup} to run without limits")+containerCgroupFix)
+			return
+		}
+	}
 	d.add("cgroup.delegation", OK, "as root: creates run groups in the v1 hierarchies", "")
 }
+
+// containerCgroupFix is how a container gets a cgroup it may write.
+const containerCgroupFix = "; in a container: a cgroup namespace of its own and /sys/fs/cgroup mounted writable (Kubernetes with CRI-O: the pod annotation io.kubernetes.cri-o.cgroup2-mount-hierarchy-rw: \"true\"; runc/crun: an rw cgroup mount)"
 
 // checkV1Swap: without memsw accounting, swap would let a run page out
 // past its memory limit, so memory limits are refused on such hosts.

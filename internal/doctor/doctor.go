@@ -57,7 +57,10 @@ func Run(opts nsjail.Options) (*Report, error) {
 	}
 	d := &doctor{opts: opts, cgroup: cg}
 	d.checkHost()
+	d.checkCapabilities()
 	d.checkUserNS()
+	d.checkRanges()
+	d.checkProcMasks()
 	d.checkCgroups()
 	d.checkSeccomp()
 	d.checkFilesystems()

@@ -49,6 +49,10 @@ func container() string {
 		return "podman"
 	case exists("/proc/vz") && !exists("/proc/bc"):
 		return "openvz"
+	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+		return "kubernetes"
+	case os.Getenv("container") != "":
+		return os.Getenv("container")
 	}
 	return ""
 }
@@ -88,7 +92,7 @@ func (d *doctor) checkUserNS() {
 	}
 	if err := probeUserNS(); err != nil {
 		d.add("userns.create", Fail, "creating a user namespace failed: "+err.Error(),
-			"fix the settings above; in a container, run it with user namespaces allowed (e.g. Docker: --security-opt seccomp=unconfined --security-opt apparmor=unconfined, or as a privileged container)")
+			"fix the settings above; in a container, whose runtime's default seccomp profile refuses user namespaces, give it deploy/seccomp/microbox.json: Kubernetes securityContext.seccompProfile {type: Localhost, localhostProfile: microbox.json}; docker/podman --security-opt seccomp=deploy/seccomp/microbox.json (and AppArmor unconfined where it is enforced)")
 	} else {
 		d.add("userns.create", OK, "a user namespace can be created", "")
 	}
@@ -135,11 +139,10 @@ func (d *doctor) checkRestriction(r restriction, root bool) {
 // The binary is microbox, whose "help" prints and exits.
 func probeUserNS() error {
 	cmd := exec.Command("/proc/self/exe", "help")
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
-	}
+	// No id maps: mapping root's own id takes CAP_SETFCAP, which root's
+	// jails with ranges of their own do not need (checkCapabilities says
+	// what they do need).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	return cmd.Run()
 }

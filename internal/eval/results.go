@@ -61,10 +61,15 @@ func (r *Results) Write(samples []*Sample, verdicts []Verdict) error {
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", r.name, err)
 	}
-	return r.commit()
+	return r.Commit()
 }
 
-func (r *Results) commit() error {
+// Lines is where lines written as they are go (eval merge's copies of
+// results lines); Commit puts them in place.
+func (r *Results) Lines() io.Writer { return r.f }
+
+// Commit closes the file and puts it in place.
+func (r *Results) Commit() error {
 	if err := r.f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", r.name, err)
 	}
