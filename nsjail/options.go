@@ -81,6 +81,11 @@ type Options struct {
 	Seccomp        string
 	SeccompProfile string
 
+	// Zygote asks that the run fork from a zygote's template with the
+	// Preload modules imported, where the runner keeps templates (Spec.Zygote).
+	Zygote  bool
+	Preload []string
+
 	Trace  bool
 	Before []Moment // the caller's moments before the run, for the trace
 
@@ -234,7 +239,29 @@ func (o *Options) Spec() (*Spec, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	if err := o.zygote(s); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// zygote asks for a zygote's template, if o does, and checks that one can
+// run s.
+func (o *Options) zygote(s *Spec) error {
+	if !o.Zygote {
+		if len(o.Preload) > 0 {
+			return field.Errorf("Preload", "{Preload} needs {Zygote}: modules are preloaded into a zygote's template")
+		}
+		return nil
+	}
+	s.Zygote = &Zygote{Preload: o.Preload}
+	if err := zygoteCheck(s); err != nil {
+		if field.Is(err) {
+			return err
+		}
+		return field.Errorf("Zygote", "{Zygote}: %v", err)
+	}
+	return nil
 }
 
 // RootDir is the root these options' runs get once prepared: a prepared

@@ -95,6 +95,10 @@ type Spec struct {
 	// JSON key); nil keeps the Go names.
 	FieldNames func(field string) string
 
+	// Zygote, when set, asks that the run fork from a zygote's template
+	// (zygote.go).
+	Zygote *Zygote
+
 	// template marks the jail of a zygote's template (zygote.go): its
 	// program keeps the jail's root, with no filter or time limit.
 	template bool

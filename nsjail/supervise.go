@@ -176,6 +176,12 @@ func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*res
 	}
 	res.Trace = sv.timeline()
 	res.Seccomp = s.SeccompMode
+	if s.Zygote != nil {
+		res.Start = "cold"
+		if sv.zygote != nil {
+			res.Start = "zygote"
+		}
+	}
 	return res, func() error {
 		err := sv.teardown()
 		res.Trace = sv.timeline()

@@ -16,7 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/result"
 )
 
@@ -36,6 +40,10 @@ const (
 	zygoteFile  = RootFilesDir + "/zygote.py"
 	zygoteEmpty = RootFilesDir + "/empty"
 )
+
+// PreloadTimeout bounds how long a template may take to start and import
+// its preloads.
+const PreloadTimeout = time.Minute
 
 // ZygoteChildren is how many children a template may have at once: each
 // has a host uid range of its own, mapped into the template's user
@@ -60,22 +68,30 @@ type Template struct {
 	gone  chan struct{} // closed when the template's jail has ended
 }
 
+// Zygote asks that a run fork from a zygote's template, where its runner
+// keeps templates (a server, batch, eval): Preload are the modules the
+// template imports first. Anywhere else the run starts cold.
+type Zygote struct {
+	Preload []string
+}
+
 // A ZygoteKey is what runs forked from one template share: the jail's
 // shape (mounts, cgroup limits, root), the preloads, the interpreter and
-// everything a child applies before its run is known (filter, rlimits).
+// its options, and everything a child applies before its run is known
+// (filter, rlimits).
 type ZygoteKey struct {
 	shape   Shape
 	preload string
-	python  string
+	argv0   string // the interpreter and its options, NUL-separated
 	seccomp string
 	rlimits Rlimits
 	mode    string
 }
 
 // ZygoteKeyOf is the key of the template that runs s, whose program is
-// python -c CODE or python FILE, forked from a template with preload
-// imported; it refuses what a fork cannot give (zygoteCheck).
-func ZygoteKeyOf(s *Spec, preload []string) (ZygoteKey, error) {
+// python -c CODE or python FILE, with the preloads s.Zygote names; it
+// refuses what a fork cannot give (zygoteCheck).
+func ZygoteKeyOf(s *Spec) (ZygoteKey, error) {
 	if err := zygoteCheck(s); err != nil {
 		return ZygoteKey{}, err
 	}
@@ -83,13 +99,18 @@ func ZygoteKeyOf(s *Spec, preload []string) (ZygoteKey, error) {
 	if err != nil {
 		return ZygoteKey{}, err
 	}
-	return ZygoteKey{shape: sh, preload: strings.Join(preload, ","), python: s.Argv[0],
+	a, _ := parseZygoteArgv(s)
+	var preload []string
+	if s.Zygote != nil {
+		preload = s.Zygote.Preload
+	}
+	return ZygoteKey{shape: sh, preload: strings.Join(preload, ","), argv0: strings.Join(a.argv0, "\x00"),
 		seccomp: string(s.Seccomp), rlimits: s.Rlimits.withDefaults(), mode: s.SeccompMode}, nil
 }
 
 // Equal reports whether runs of keys a and b fork from the same template.
 func (a ZygoteKey) Equal(b ZygoteKey) bool {
-	return a.shape.Equal(b.shape) && a.preload == b.preload && a.python == b.python &&
+	return a.shape.Equal(b.shape) && a.preload == b.preload && a.argv0 == b.argv0 &&
 		a.seccomp == b.seccomp && a.rlimits == b.rlimits && a.mode == b.mode
 }
 
@@ -101,22 +122,61 @@ func (a ZygoteKey) Preload() []string {
 	return strings.Split(a.preload, ",")
 }
 
+// zygoteFlags are the interpreter's options a template can start with
+// for its runs: each only chooses how the interpreter sets itself up.
+var zygoteFlags = map[string]bool{"-I": true, "-S": true, "-s": true, "-E": true, "-B": true, "-P": true, "-u": true}
+
+// zygoteArgv is a run's command line as a zygote takes it.
+type zygoteArgv struct {
+	argv0 []string // the interpreter and its options: the template's
+	code  *string  // -c CODE
+	file  string   // or FILE
+	argv  []string // sys.argv
+}
+
+// parseZygoteArgv splits s's command line: the interpreter and its
+// options, then -c CODE or FILE, then the program's arguments. Code too
+// long for the command line (Options.longCode) is the file's own.
+func parseZygoteArgv(s *Spec) (zygoteArgv, error) {
+	i := 1
+	for i < len(s.Argv) && zygoteFlags[s.Argv[i]] {
+		i++
+	}
+	a := zygoteArgv{argv0: s.Argv[:i]}
+	switch {
+	case i == len(s.Argv):
+		return a, errors.New("a zygote run needs python -c CODE or python FILE")
+	case s.Argv[i] == "-c" && i+1 < len(s.Argv):
+		code := s.Argv[i+1]
+		for _, f := range s.RootFiles {
+			if f.Path == CodeFile {
+				code = string(f.Data)
+			}
+		}
+		a.code, a.argv = &code, append([]string{"-c"}, s.Argv[i+2:]...)
+	case strings.HasPrefix(s.Argv[i], "-"):
+		return a, fmt.Errorf("a zygote's template cannot start with the interpreter's option %s; it takes %s", s.Argv[i], strings.Join(slices.Sorted(maps.Keys(zygoteFlags)), " "))
+	default:
+		a.file, a.argv = s.Argv[i], s.Argv[i:]
+	}
+	return a, nil
+}
+
 // zygoteCheck refuses a spec a fork of a template cannot run as a cold run
-// would: the interpreter's own options and the variables it reads at its
+// would: the interpreter's options and the variables it reads at its
 // start were the template's, and the policy layers' files are read at
 // that start too.
 func zygoteCheck(s *Spec) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	if len(s.Argv) < 2 || strings.HasPrefix(s.Argv[1], "-") && s.Argv[1] != "-c" {
-		return fmt.Errorf("a zygote run takes python -c CODE or python FILE, not the interpreter's own options (%q)", s.Argv[1:])
+	if _, err := parseZygoteArgv(s); err != nil {
+		return err
 	}
-	if s.Argv[1] == "-c" && len(s.Argv) < 3 {
-		return errors.New("a zygote run of -c needs its code")
-	}
-	if len(s.RootFiles) > 0 {
-		return errors.New("a zygote run cannot have the policy layers' files: its interpreter started before them")
+	for _, f := range s.RootFiles {
+		if f.Path != CodeFile {
+			return errors.New("a zygote run cannot have the policy layers' files: its interpreter started before them")
+		}
 	}
 	base, _ := BaseEnv(nil)
 	for _, e := range s.Env {
@@ -125,8 +185,18 @@ func zygoteCheck(s *Spec) error {
 			return fmt.Errorf("environment variable %s cannot take effect in a zygote run: its interpreter started before it", k)
 		}
 	}
+	if s.Zygote != nil {
+		for _, m := range s.Zygote.Preload {
+			if !moduleName.MatchString(m) {
+				return field.Errorf("Preload", "{Preload}: %q is not a module name", m)
+			}
+		}
+	}
 	return nil
 }
+
+// moduleName is a dotted Python module name.
+var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -141,8 +211,11 @@ func contains(list []string, s string) bool {
 // waits until it has imported its preloads. A preload that fails is the
 // error, naming the module.
 func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
+	if !RangesPerJail() {
+		return nil, errors.New("zygote: a template's children each need a host uid range of their own: run microbox as root with the uid ranges mapped (microbox doctor: userns.ranges)")
+	}
 	t := &Template{key: key, Born: time.Now(), gone: make(chan struct{})}
-	t.spec = templateSpec(runs, key.python)
+	t.spec = templateSpec(runs, strings.Split(key.argv0, "\x00"))
 	sh, err := ShapeOf(t.spec)
 	if err == nil {
 		err = t.start(sp, sh)
@@ -160,10 +233,10 @@ func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 // templateSpec is the template's own jail: the runs' root, scratch and
 // limits, with the bootstrap among its root files, started as the jail's
 // root, with no filter (the children load it) and no time limit.
-func templateSpec(runs *Spec, python string) *Spec {
+func templateSpec(runs *Spec, argv0 []string) *Spec {
 	env, _ := BaseEnv(nil)
 	t := *runs
-	t.Argv = []string{python, zygoteFile}
+	t.Argv = append(slices.Clone(argv0), zygoteFile)
 	t.Env = env
 	t.Files = nil
 	t.RootFiles = []File{
@@ -171,7 +244,7 @@ func templateSpec(runs *Spec, python string) *Spec {
 		{Path: zygoteEmpty, Mode: 0o444},
 	}
 	t.Stdin, t.Stdout, t.Stderr, t.Capture = nil, nil, nil, false
-	t.Seccomp, t.Trace, t.Before = nil, false, nil
+	t.Seccomp, t.Trace, t.Before, t.Zygote = nil, false, nil, nil
 	t.Timeout = time.Hour // unused: the template's plan has no deadline
 	t.template = true
 	return &t
@@ -208,11 +281,11 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 		return fmt.Errorf("configure the template: %w", err)
 	}
 	var ready struct{ Ready, Error string }
-	if err := t.receive(&ready); err != nil {
+	if err := t.receive(&ready, PreloadTimeout); err != nil {
 		return err
 	}
-	if ready.Error != "" {
-		return errors.New(ready.Error)
+	if ready.Error != "" { // the preloads' fault, as the template says
+		return field.Errorf("Preload", "{Preload} %s", ready.Error)
 	}
 	t.Version = ready.Ready
 	return nil
@@ -220,9 +293,9 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 
 // receive reads one JSON message of the template's, or says why the
 // template is gone.
-func (t *Template) receive(v any) error {
+func (t *Template) receive(v any, timeout time.Duration) error {
 	buf := make([]byte, 64<<10)
-	t.ctl.SetReadDeadline(time.Now().Add(SetupTimeout))
+	t.ctl.SetReadDeadline(time.Now().Add(timeout))
 	defer t.ctl.SetReadDeadline(time.Time{})
 	n, err := t.ctl.Read(buf)
 	if err != nil || n == 0 {
@@ -484,7 +557,6 @@ func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, func() 
 		}
 	}
 	res, teardown := sv.finish(ctx, s, err)
-	res.Start = "zygote"
 	return res, func() error {
 		err := teardown() // the supervisor's: PID 1 gone, the cgroup removed
 		c.cg = nil
@@ -551,7 +623,7 @@ type runRequest struct {
 	OrigArgv  []string `json:"orig_argv"`
 	Env       []string `json:"env"`
 	Cwd       string   `json:"cwd"`
-	Code      string   `json:"code"`
+	Code      *string  `json:"code"` // nil: the program reads File
 	File      string   `json:"file"`
 	Files     [][3]any `json:"files"`
 	TimeoutNs int64    `json:"timeout_ns"`
@@ -561,16 +633,16 @@ type runRequest struct {
 // send writes the run to the program, with its descriptors.
 func (z *zygoteRun) send(sv *supervisor) error {
 	s := sv.spec
-	req := runRequest{Argv: s.Argv[1:], OrigArgv: s.Argv, Env: s.Env, Cwd: s.Workdir,
+	a, err := parseZygoteArgv(s)
+	if err != nil {
+		return err
+	}
+	req := runRequest{Argv: a.argv, OrigArgv: s.Argv, Env: s.Env, Cwd: s.Workdir, Code: a.code, File: a.file,
 		TimeoutNs: s.Timeout.Nanoseconds(), NullStdin: s.Stdin == nil}
-	if s.Argv[1] == "-c" {
-		req.Code, req.Argv = s.Argv[2], append([]string{"-c"}, s.Argv[3:]...)
-	} else {
-		req.File = s.Argv[1]
-		for _, f := range s.Files {
-			if f.Path == req.File {
-				req.Code = string(f.Data)
-			}
+	for _, f := range s.Files {
+		if a.code == nil && f.Path == a.file {
+			code := string(f.Data)
+			req.Code = &code
 		}
 	}
 	for _, f := range s.Files {

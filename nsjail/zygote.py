@@ -62,7 +62,7 @@ def template():
         try:
             __import__(name)
         except BaseException as e:
-            send(ctl, {"error": "preload %s: %s: %s" % (name, type(e).__name__, e)})
+            send(ctl, {"error": "%s: %s: %s" % (name, type(e).__name__, e)})
             os._exit(1)
     # What every child would otherwise pay for, once: modules the children
     # use, the compiler's first use, and the collector's walk of the
@@ -73,8 +73,8 @@ def template():
     gc.freeze()
     threads = len(os.listdir("/proc/self/task"))
     if threads != 1 or threading.active_count() != 1:
-        send(ctl, {"error": "the template has %d threads after its preloads (a fork copies only one): "
-                   "preload modules that start none" % threads})
+        send(ctl, {"error": "%s: the template has %d threads after them (a fork copies only one): "
+                   "preload modules that start none" % (",".join(cfg.get("preload") or ()), threads)})
         os._exit(1)
     send(ctl, {"ready": sys.version.split()[0]})
     # Each run's PID 1 is the template's child, watched by the supervisor
@@ -240,15 +240,15 @@ def run_main(spec):
     os.environ.update(kv.split("=", 1) for kv in spec["env"] or ())
     main = types.ModuleType("__main__")
     main.__dict__.update({"__builtins__": __builtins__, "__spec__": None, "__loader__": None})
-    path = spec["file"]
+    path, code = spec["file"], spec["code"]
     if path:
         main.__file__ = path
         main.__cached__ = None
-        sys.path[0] = os.path.dirname(path)
         name = path
     else:
-        sys.path[0] = ""
         name = "<string>"
+    if not sys.flags.safe_path:  # -I or -P: no program's directory in the path
+        sys.path[0] = os.path.dirname(path) if path else ""
     sys.modules["__main__"] = main
     sys.argv = spec["argv"]
     sys.orig_argv = spec["orig_argv"]
@@ -256,7 +256,16 @@ def run_main(spec):
     gc.unfreeze()
     status = 0
     try:
-        code = compile(spec["code"], name, "exec")
+        if code is None:
+            try:
+                with open(path, "rb") as f:
+                    code = f.read()
+            except OSError as e:  # as python3 FILE says it
+                print("%s: can't open file %r: [Errno %d] %s" % (sys.orig_argv[0], path, e.errno, e.strerror),
+                      file=sys.stderr)
+                finish()
+                os._exit(2)
+        code = compile(code, name, "exec")
         del spec
         exec(code, main.__dict__)
     except SystemExit as e:

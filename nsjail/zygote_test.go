@@ -11,12 +11,12 @@ import (
 	"github.com/microbox/microbox/result"
 )
 
-// zygoteSpec is a run of code forked from a template: default limits and
-// filter, output captured.
-func zygoteSpec(t *testing.T, code string) *Spec {
+// zygoteSpec is a run of code forked from a template with preload
+// imported: default limits and filter, output captured.
+func zygoteSpec(t testing.TB, code string, preload ...string) *Spec {
 	t.Helper()
 	o := Defaults()
-	o.Code, o.Capture = &code, true
+	o.Code, o.Capture, o.Zygote, o.Preload = &code, true, true, preload
 	s, err := o.Spec()
 	if err != nil {
 		t.Fatal(err)
@@ -24,10 +24,10 @@ func zygoteSpec(t *testing.T, code string) *Spec {
 	return s
 }
 
-func startTemplate(t *testing.T, s *Spec, preload ...string) *Template {
+func startTemplate(t *testing.T, s *Spec) *Template {
 	t.Helper()
 	needNamespaces(t)
-	key, err := ZygoteKeyOf(s, preload)
+	key, err := ZygoteKeyOf(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,18 +134,26 @@ func TestZygoteVerdicts(t *testing.T) {
 	}
 }
 
-// A preload that fails is the template's error, naming the module; one
-// that leaves a thread running is refused (a fork copies one thread).
+// A preload that fails is the template's error, naming the module.
 func TestZygotePreloads(t *testing.T) {
 	needNamespaces(t)
-	s := zygoteSpec(t, "import json; print(json.dumps(1))")
-	key, _ := ZygoteKeyOf(s, []string{"json", "no_such_module"})
-	if _, err := testSpawner(t).StartTemplate(key, s); err == nil || !strings.Contains(err.Error(), "preload no_such_module") {
+	s := zygoteSpec(t, "import json; print(json.dumps(1))", "json", "no_such_module")
+	key, _ := ZygoteKeyOf(s)
+	if _, err := testSpawner(t).StartTemplate(key, s); err == nil || !strings.Contains(err.Error(), "no_such_module: ModuleNotFoundError") {
 		t.Fatalf("a missing preload: %v", err)
 	}
-	tmpl := startTemplate(t, s, "json")
+	s = zygoteSpec(t, "import sys; print(sys.modules['json'].dumps(1))", "json")
+	tmpl := startTemplate(t, s)
 	if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "1\n" {
 		t.Fatalf("status %s stdout %q error %v", r.Status, r.Stdout, deref(r.Error))
+	}
+	// numpy's BLAS would start threads of its own, which a fork would not
+	// copy; the base environment has it start none, and the children's
+	// numpy works.
+	s = zygoteSpec(t, "import numpy as np; print(int((np.ones((64, 64)) @ np.ones((64, 64)))[0, 0]))", "numpy")
+	tmpl = startTemplate(t, s)
+	if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "64\n" {
+		t.Fatalf("numpy: status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
 	}
 }
 
@@ -153,14 +161,8 @@ func TestZygotePreloads(t *testing.T) {
 // teardown) and the fork itself, apart:
 // go test -run '^$' -bench Zygote ./nsjail
 func BenchmarkZygoteRun(b *testing.B) {
-	code := "print(1)"
-	o := Defaults()
-	o.Code, o.Capture = &code, true
-	s, err := o.Spec()
-	if err != nil {
-		b.Fatal(err)
-	}
-	key, _ := ZygoteKeyOf(s, nil)
+	s := zygoteSpec(b, "print(1)")
+	key, _ := ZygoteKeyOf(s)
 	sp, err := NewSpawner()
 	if err != nil {
 		b.Fatal(err)
@@ -186,4 +188,63 @@ func BenchmarkZygoteRun(b *testing.B) {
 	}
 	b.ReportMetric(float64(forking.Microseconds())/float64(b.N)/1000, "fork-ms/op")
 	b.ReportMetric(float64(running.Microseconds())/float64(b.N)/1000, "run-ms/op")
+}
+
+// What a template can run: python -c CODE or python FILE with the
+// interpreter options it can start with (its own), code longer than a
+// command line takes; what it cannot is refused by name, before any run.
+func TestZygoteCommandLines(t *testing.T) {
+	long := "x = 1\n" + strings.Repeat("#"+strings.Repeat(".", 99)+"\n", 1200) + "print(len(__import__('sys').argv), x)"
+	o := Defaults()
+	o.Code, o.Capture, o.Zygote, o.PythonFlags, o.Args = &long, true, true, []string{"-I", "-S"}, []string{"a"}
+	s, err := o.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := startTemplate(t, s)
+	if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "2 1\n" {
+		t.Errorf("long code under -I -S: %s %q %q %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+	}
+	// In a template of its own: the options are the template's.
+	o = Defaults()
+	o.Capture, o.Zygote, o.Args = true, true, []string{"x"}
+	o.Files = []File{{Path: "/tmp/main.py", Data: []byte("import sys; print(sys.argv, __file__, sys.path[0])"), Mode: 0o644}}
+	code := "import runpy; runpy.run_path('/tmp/main.py', run_name='__main__')"
+	o.Code = &code
+	s, err = o.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Argv = []string{s.Argv[0], "/tmp/main.py", "x"}
+	tmpl = startTemplate(t, s)
+	if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "['/tmp/main.py', 'x'] /tmp/main.py /tmp\n" {
+		t.Errorf("python FILE: %s %q %q %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+	}
+	for _, c := range []struct {
+		change func(*Options)
+		want   string
+	}{
+		{func(o *Options) { o.PythonFlags = []string{"-O"} }, "option -O"},
+		{func(o *Options) { o.Env = []string{"PYTHONHASHSEED=1"} }, "PYTHONHASHSEED"},
+		{func(o *Options) { o.Preload = []string{"os; import x"} }, "not a module name"},
+		{func(o *Options) { o.Zygote = false; o.Preload = []string{"json"} }, "Preload needs Zygote"},
+	} {
+		o := Defaults()
+		code := "pass"
+		o.Code, o.Zygote = &code, true
+		c.change(&o)
+		if _, err := o.Spec(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want an error naming %q, got %v", c.want, err)
+		}
+	}
+}
+
+// Where no template can serve it (a one-shot exec), a zygote run starts
+// cold and says so.
+func TestZygoteColdStart(t *testing.T) {
+	needNamespaces(t)
+	s := zygoteSpec(t, "print(1)")
+	if r := testSpawner(t).Run(context.Background(), s); r.Status != result.StatusOK || r.Start != "cold" {
+		t.Fatalf("%s start %q %v", r.Status, r.Start, deref(r.Error))
+	}
 }

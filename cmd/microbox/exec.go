@@ -42,6 +42,8 @@ type execFlags struct {
 	nofile       uint64
 	sigpending   uint64
 	msgqueue     string
+	zygote       bool
+	preload      []string
 	// layers are exec's policy layers (layers.go); batch and eval, which
 	// embed execFlags, do not register them.
 	layers layerFlags
@@ -107,6 +109,8 @@ func (f *execFlags) sandboxFlags(c *cobra.Command) {
 	fl.Uint64Var(&f.nofile, "nofile", nsjail.DefaultRlimits.NoFile, "each process's limit on open descriptors (RLIMIT_NOFILE)")
 	fl.Uint64Var(&f.sigpending, "sigpending", nsjail.DefaultRlimits.SigPending, "limit on the signals queued to the program's user (RLIMIT_SIGPENDING)")
 	fl.StringVar(&f.msgqueue, "msgqueue", units.BytesSize(float64(nsjail.DefaultRlimits.MsgQueue)), "limit on POSIX message-queue bytes (RLIMIT_MSGQUEUE)")
+	fl.BoolVar(&f.zygote, "zygote", false, "fork the run from a warm interpreter where one is kept (serve, batch, eval; docs/zygote.md), else start cold")
+	fl.StringSliceVar(&f.preload, "preload", nil, "with --zygote: modules the warm interpreter imports first (e.g. numpy,json)")
 }
 
 // runExec runs the program and sets the invocation's exit status to the
@@ -121,6 +125,11 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	layers, err := lo.Prepare(context.Background(), opts, spec)
 	if err != nil {
 		return flagError(err)
+	}
+	if spec.Zygote != nil { // the layers may have added what a fork cannot run
+		if _, err := nsjail.ZygoteKeyOf(spec); err != nil {
+			return flagError(field.Errorf("Zygote", "{Zygote} with these policy layers: %v", err))
+		}
 	}
 	ctx, stop := inv.context()
 	defer stop()
@@ -223,6 +232,7 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	o.Workdir, o.RootFS, o.Python, o.Hostname = f.workdir, f.rootfs, f.python, f.hostname
 	o.Seccomp, o.SeccompProfile = f.seccompMode, f.seccompFile
 	o.Env = f.env
+	o.Zygote, o.Preload = f.zygote, f.preload
 	for _, spec := range f.files {
 		host, dst, _ := strings.Cut(spec, ":")
 		o.HostFiles = append(o.HostFiles, nsjail.HostFile{Host: host, Path: dst})
@@ -276,6 +286,7 @@ var flagNames = map[string]string{
 	"Python": "--python", "Hostname": "--hostname", "NoCgroup": "--no-cgroup",
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
 	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
+	"Zygote": "--zygote", "Preload": "--preload",
 	"Code": "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/internal/zygote"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -126,11 +127,18 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 			// costs a clone rather than an exec of microbox. If it cannot
 			// start, each run tries on its own and reports why.
 			sp, err := nsjail.NewSpawner()
+			var zygotes *zygote.Pool
 			if err == nil {
 				defer sp.Close()
+				// Templates of the worker's own, which its CPU's runs
+				// fork from; each run forks its child when it comes.
+				if p.base.Zygote {
+					zygotes = zygote.New(sp, zygote.Config{Templates: 2})
+					defer zygotes.Close()
+				}
 			}
 			for it := range todo {
-				p.runItem(ctx, it, sp)
+				p.runItem(ctx, it, sp, zygotes)
 				done <- it
 			}
 		})
@@ -157,7 +165,7 @@ func pinWorker(cpu int) {
 
 // runItem decodes and runs one task with the spawner sp (nil: one of its
 // own); a task that cannot run gets a sandbox_error result saying why.
-func (p *Pool) runItem(ctx context.Context, it *Item, sp *nsjail.Spawner) {
+func (p *Pool) runItem(ctx context.Context, it *Item, sp *nsjail.Spawner, zygotes *zygote.Pool) {
 	if ctx.Err() != nil {
 		it.Skipped = true
 		return
@@ -180,6 +188,8 @@ func (p *Pool) runItem(ctx context.Context, it *Item, sp *nsjail.Spawner) {
 			name = t.fieldNames(p.base.FieldNames)
 		}
 		it.Result.Result = result.SandboxError(field.Message(err, name))
+	} else if zygotes != nil && s.Zygote != nil {
+		it.Result.Result = nsjail.Settle(zygotes.Run(ctx, s))
 	} else if sp != nil {
 		it.Result.Result = sp.Run(ctx, s)
 	} else {

@@ -7,18 +7,20 @@ import (
 	"runtime"
 
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/internal/zygote"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
 
 // A Runner runs a long-lived server's specs, whatever front end received
 // them: in jails one spawner starts, some of them ahead of their runs
-// (pool.go), answering before each jail is torn down, and collecting the
+// (pool.go), or forked from zygotes' templates (internal/zygote), answering before each jail is torn down, and collecting the
 // groups of killed runs at most once a minute (stalegroups.go). Each
 // request's runs are a Session.
 type Runner struct {
 	spawner *nsjail.Spawner
 	jails   *pool
+	zygotes *zygote.Pool // for runs that ask for one (nsjail.Spec.Zygote)
 	stale   staleGroups
 }
 
@@ -43,13 +45,17 @@ func NewRunner(warm int) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{spawner: sp, jails: newPool(warm, sp)}, nil
+	// A child forked ahead for each template: a run finds its program
+	// sandboxed and waiting.
+	zygotes := zygote.New(sp, zygote.Config{Ahead: 1})
+	return &Runner{spawner: sp, jails: newPool(warm, sp), zygotes: zygotes}, nil
 }
 
-// Close ends the ready jails and waits for those being started or closed,
-// then ends the spawner. Call it once every session has ended.
+// Close ends the ready jails and the zygotes' templates, and waits for
+// those being started or closed, then ends the spawner. Call it once every session has ended.
 func (r *Runner) Close() error {
 	r.jails.close()
+	r.zygotes.Close()
 	return r.spawner.Close()
 }
 
@@ -71,7 +77,11 @@ type Session struct {
 // Run runs s in a ready jail, or in a fresh one when none fits, and
 // returns its verdict (never nil) as soon as the program has ended.
 func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
-	res, teardown := s.runner.jails.run(ctx, spec)
+	run := s.runner.jails.run
+	if spec.Zygote != nil {
+		run = s.runner.zygotes.Run
+	}
+	res, teardown := run(ctx, spec)
 	s.teardowns = append(s.teardowns, teardown)
 	return res
 }

@@ -1,0 +1,309 @@
+// Package zygote keeps a runner's zygote templates (nsjail.Template): one
+// per key (the jail's shape, the preloads, the interpreter and its
+// options), started by the first run of its key, with children forked
+// ahead of their runs. A template retires after MaxForks forks or MaxAge,
+// the least recently used one beyond Templates, and one whose interpreter
+// died; a retired template ends once its last child has.
+//
+// A run that no template can take (a template that failed to start, all
+// of its children in use) starts cold, as nsjail.Spawner.RunEarly would
+// run it, and its result says so (start: cold). A preload that fails is
+// the run's error.
+package zygote
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
+)
+
+// Config bounds a pool; zero fields take the defaults.
+type Config struct {
+	Templates int           // templates kept at once (4)
+	Ahead     int           // children each template forks ahead of their runs (0: each run forks its own)
+	MaxForks  int           // a template retires after forking this many (10000)
+	MaxAge    time.Duration // or once this old (1h)
+	// Log receives the pool's own failures (a template that died, a start
+	// that failed); nil is standard error.
+	Log func(format string, args ...any)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Templates <= 0 {
+		c.Templates = 4
+	}
+	c.Ahead = max(c.Ahead, 0)
+	if c.MaxForks <= 0 {
+		c.MaxForks = 10000
+	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = time.Hour
+	}
+	if c.Log == nil {
+		c.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "microbox: zygote: "+format+"\n", args...) }
+	}
+	return c
+}
+
+// retryAfter is how long a key whose template failed to start runs cold
+// before a run tries to start it again.
+const retryAfter = 10 * time.Second
+
+// A Pool runs specs that ask for a zygote (Spec.Zygote) in children of its
+// templates, all started with one spawner. It is safe for concurrent use.
+type Pool struct {
+	sp  *nsjail.Spawner
+	cfg Config
+
+	mu      sync.Mutex
+	live    []*template // most recently used last
+	closed  bool
+	working sync.WaitGroup // forks ahead and ends of templates, off the runs' path
+}
+
+// New is a pool whose templates sp starts.
+func New(sp *nsjail.Spawner, cfg Config) *Pool {
+	return &Pool{sp: sp, cfg: cfg.withDefaults()}
+}
+
+// template is one key's template and its children forked ahead.
+type template struct {
+	key      nsjail.ZygoteKey
+	started  chan struct{} // closed once t or err is set
+	t        *nsjail.Template
+	err      error
+	failedAt time.Time
+
+	// Under the pool's mu:
+	ahead    []*nsjail.ZygoteChild
+	forking  int
+	running  int // children taken and not yet torn down
+	retired  bool
+	lastUsed time.Time
+}
+
+// Run runs s, which must ask for a zygote, in a child of its key's
+// template, or cold when none can take it. Like nsjail's RunEarly it
+// never returns a nil result, and the caller must call teardown.
+func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+	key, err := nsjail.ZygoteKeyOf(s)
+	if err != nil {
+		return result.SandboxError(field.Message(err, s.FieldNames)), func() error { return nil }
+	}
+	tm, err := p.template(key, s)
+	if field.Is(err) { // a preload failed: the caller's to fix
+		return result.SandboxError(field.Message(fmt.Errorf("zygote: %w", err), s.FieldNames)), func() error { return nil }
+	}
+	var c *nsjail.ZygoteChild
+	if err == nil {
+		c, err = p.child(tm)
+	}
+	if err != nil {
+		return p.sp.RunEarly(ctx, s) // Start says "cold"
+	}
+	res, teardown := c.Run(ctx, s)
+	return res, func() error {
+		err := teardown()
+		p.ran(tm)
+		return err
+	}
+}
+
+// template returns key's template, started for s if it was not; a key
+// whose start failed less than retryAfter ago gets that error again.
+func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("the pool is closed")
+	}
+	tm := p.find(key)
+	if tm == nil {
+		tm = &template{key: key, started: make(chan struct{}), lastUsed: time.Now()}
+		p.live = append(p.live, tm)
+		p.evict()
+		p.mu.Unlock()
+		tm.t, tm.err = p.sp.StartTemplate(key, s)
+		p.mu.Lock()
+		if tm.err != nil {
+			tm.failedAt = time.Now()
+			if !field.Is(tm.err) {
+				p.cfg.Log("start a template: %v (its runs start cold)", tm.err)
+			}
+		}
+		close(tm.started)
+	}
+	tm.lastUsed = time.Now()
+	p.mu.Unlock()
+	<-tm.started
+	return tm, tm.err
+}
+
+// find returns key's template, if one lives or failed lately; a dead,
+// old or worn one is retired on the way. mu is held.
+func (p *Pool) find(key nsjail.ZygoteKey) *template {
+	for i := len(p.live) - 1; i >= 0; i-- {
+		tm := p.live[i]
+		if !tm.key.Equal(key) {
+			continue
+		}
+		select {
+		case <-tm.started:
+		default:
+			return tm // starting: wait for it
+		}
+		switch {
+		case tm.err != nil && time.Since(tm.failedAt) < retryAfter:
+			return tm
+		case tm.err != nil:
+		case tm.t.Err() != nil:
+			p.cfg.Log("a template ended: %v", tm.t.Err())
+		case tm.t.Forks() >= p.cfg.MaxForks || time.Since(tm.t.Born) >= p.cfg.MaxAge:
+		default:
+			return tm
+		}
+		p.retire(tm)
+	}
+	return nil
+}
+
+// evict retires the least recently used templates beyond Templates. mu
+// is held.
+func (p *Pool) evict() {
+	for len(p.live) > p.cfg.Templates {
+		oldest := p.live[0]
+		for _, tm := range p.live[1:] {
+			if tm.lastUsed.Before(oldest.lastUsed) {
+				oldest = tm
+			}
+		}
+		p.retire(oldest)
+	}
+}
+
+// retire takes tm out of use, and ends it once its children have. mu is
+// held.
+func (p *Pool) retire(tm *template) {
+	for i, x := range p.live {
+		if x == tm {
+			p.live = append(p.live[:i], p.live[i+1:]...)
+			break
+		}
+	}
+	tm.retired = true
+	p.endIfIdle(tm)
+}
+
+// endIfIdle ends a retired template that has no child running or being
+// forked, in the background. mu is held.
+func (p *Pool) endIfIdle(tm *template) {
+	if !tm.retired || tm.running > 0 || tm.forking > 0 {
+		return
+	}
+	ahead := tm.ahead
+	tm.ahead = nil
+	p.working.Add(1)
+	go func() {
+		defer p.working.Done()
+		<-tm.started
+		for _, c := range ahead {
+			c.Close()
+		}
+		if tm.t != nil {
+			tm.t.Close()
+		}
+	}()
+}
+
+// child takes one of tm's children forked ahead, or forks one.
+func (p *Pool) child(tm *template) (*nsjail.ZygoteChild, error) {
+	p.mu.Lock()
+	tm.running++
+	for len(tm.ahead) > 0 {
+		c := tm.ahead[0]
+		tm.ahead = tm.ahead[1:]
+		if c.Alive() {
+			p.mu.Unlock()
+			return c, nil
+		}
+		p.closeLater(c)
+	}
+	p.mu.Unlock()
+	c, err := tm.t.Fork()
+	if err != nil {
+		p.mu.Lock()
+		tm.running--
+		p.endIfIdle(tm)
+		p.mu.Unlock()
+		if tm.t.Err() == nil {
+			p.cfg.Log("%v (the run starts cold)", err)
+		}
+	}
+	return c, err
+}
+
+// closeLater ends a child in the background. mu is held.
+func (p *Pool) closeLater(c *nsjail.ZygoteChild) {
+	p.working.Add(1)
+	go func() {
+		defer p.working.Done()
+		c.Close()
+	}()
+}
+
+// ran records the end of a run of tm (after its teardown) and forks the
+// children tm lacks for the next runs: forked during the run, they would
+// compete with it for the CPUs.
+func (p *Pool) ran(tm *template) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tm.running--
+	if tm.retired || p.closed {
+		p.endIfIdle(tm)
+		return
+	}
+	for len(tm.ahead)+tm.forking < p.cfg.Ahead {
+		tm.forking++
+		p.working.Add(1)
+		go p.forkAhead(tm)
+	}
+}
+
+// forkAhead forks a child of tm for a later run.
+func (p *Pool) forkAhead(tm *template) {
+	defer p.working.Done()
+	c, err := tm.t.Fork()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tm.forking--
+	switch {
+	case err != nil:
+		if tm.t.Err() == nil {
+			p.cfg.Log("fork ahead: %v", err)
+		}
+	case tm.retired || p.closed:
+		p.closeLater(c)
+	default:
+		tm.ahead = append(tm.ahead, c)
+	}
+	p.endIfIdle(tm)
+}
+
+// Close retires every template and waits until each has ended; runs
+// still going end their templates when they are torn down. Call it once
+// no more runs come.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	for len(p.live) > 0 {
+		p.retire(p.live[0])
+	}
+	p.mu.Unlock()
+	p.working.Wait()
+}
