@@ -334,6 +334,10 @@ func (t *Template) Err() error {
 	}
 }
 
+// Pid is the pid of the template's jail's PID 1, whose end ends the
+// template and its children.
+func (t *Template) Pid() int { return t.sv.pid }
+
 // Forks is how many children the template has forked.
 func (t *Template) Forks() int {
 	t.mu.Lock()
@@ -422,21 +426,27 @@ func (c *ZygoteChild) fork() error {
 		return err
 	}
 	c.ctl = ctl
-	defer unix.Close(ctlTheirs)
 	run, runTheirs, err := socketpair(unix.SOCK_STREAM)
 	if err != nil {
+		unix.Close(ctlTheirs)
 		return err
 	}
 	c.run = run
-	defer unix.Close(runTheirs)
 	if err := control(ctl, func(fd int) error {
 		return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
 	}); err != nil {
+		unix.Close(ctlTheirs)
+		unix.Close(runTheirs)
 		return err
 	}
 	uid := c.slot*slotSize + ProgramUID
 	req, _ := json.Marshal(t.childRequest(uid))
-	if err := sendmsg(t.ctl, req, unix.UnixRights(ctlTheirs, runTheirs)); err != nil {
+	err = sendmsg(t.ctl, req, unix.UnixRights(ctlTheirs, runTheirs))
+	// Ours no longer: EOF on each then means the child has let go of it
+	// (or the template, dying, never took it).
+	unix.Close(ctlTheirs)
+	unix.Close(runTheirs)
+	if err != nil {
 		return fmt.Errorf("ask the template: %w", err)
 	}
 	// The run's cgroup is made while the template clones.

@@ -64,6 +64,7 @@ type Pool struct {
 	mu      sync.Mutex
 	live    []*template // most recently used last
 	closed  bool
+	stats   Stats
 	working sync.WaitGroup // forks ahead and ends of templates, off the runs' path
 }
 
@@ -105,8 +106,14 @@ func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() 
 		c, err = p.child(tm)
 	}
 	if err != nil {
+		p.mu.Lock()
+		p.stats.Cold++
+		p.mu.Unlock()
 		return p.sp.RunEarly(ctx, s) // Start says "cold"
 	}
+	p.mu.Lock()
+	p.stats.Runs++
+	p.mu.Unlock()
 	res, teardown := c.Run(ctx, s)
 	return res, func() error {
 		err := teardown()
@@ -131,7 +138,9 @@ func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error)
 		p.mu.Unlock()
 		tm.t, tm.err = p.sp.StartTemplate(key, s)
 		p.mu.Lock()
+		p.stats.Started++
 		if tm.err != nil {
+			p.stats.Failed++
 			tm.failedAt = time.Now()
 			if !field.Is(tm.err) {
 				p.cfg.Log("start a template: %v (its runs start cold)", tm.err)
@@ -306,4 +315,33 @@ func (p *Pool) Close() {
 	}
 	p.mu.Unlock()
 	p.working.Wait()
+}
+
+// Stats count a pool's work since it was made.
+type Stats struct {
+	Templates int // templates in use now
+	Started   int // templates started (Failed of them failed to)
+	Failed    int
+	Runs      int   // runs forked from a template
+	Cold      int   // runs that started cold: no template could take them
+	Pids      []int // the templates' jails' PID 1s, in use now
+}
+
+// Stats returns the pool's counts.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.stats
+	st.Pids = nil
+	for _, tm := range p.live {
+		select {
+		case <-tm.started:
+			if tm.err == nil {
+				st.Templates++
+				st.Pids = append(st.Pids, tm.t.Pid())
+			}
+		default:
+		}
+	}
+	return st
 }

@@ -1,0 +1,174 @@
+package zygote
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/result"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a template's children each get a host uid range (CI runs as root)")
+	}
+}
+
+func newPool(t *testing.T, cfg Config) *Pool {
+	t.Helper()
+	needRoot(t)
+	sp, err := nsjail.NewSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Log = func(format string, args ...any) { t.Logf("pool: "+format, args...) }
+	p := New(sp, cfg)
+	t.Cleanup(func() {
+		p.Close()
+		sp.Close()
+		for _, pid := range p.Stats().Pids {
+			t.Errorf("template %d still in use after Close", pid)
+		}
+	})
+	return p
+}
+
+func spec(t *testing.T, code string, change func(*nsjail.Options)) *nsjail.Spec {
+	t.Helper()
+	o := nsjail.Defaults()
+	o.Code, o.Capture, o.Zygote = &code, true, true
+	if change != nil {
+		change(&o)
+	}
+	s, err := o.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func run(t *testing.T, p *Pool, s *nsjail.Spec) *result.Result {
+	t.Helper()
+	return nsjail.Settle(p.Run(context.Background(), s))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Runs of one key fork from one template, each with a child of its own
+// forked ahead; the template's jail ends with the pool.
+func TestPoolForksFromOneTemplate(t *testing.T) {
+	p := newPool(t, Config{Ahead: 1})
+	s := spec(t, "import os; print(os.getpid())", nil)
+	for i := range 4 {
+		r := run(t, p, s)
+		if r.Status != result.StatusOK || r.Start != "zygote" || r.Stdout != "2\n" {
+			t.Fatalf("run %d: %s start %q stdout %q %s", i, r.Status, r.Start, r.Stdout, deref(r.Error))
+		}
+	}
+	st := p.Stats()
+	if st.Started != 1 || st.Templates != 1 || st.Runs != 4 || st.Cold != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	pid := st.Pids[0]
+	p.Close()
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("the template's jail (pid %d) outlived the pool", pid)
+	}
+}
+
+// A template retires after MaxForks forks, and beyond Templates the least
+// recently used one does; each key's runs still fork.
+func TestPoolRetires(t *testing.T) {
+	p := newPool(t, Config{MaxForks: 2, Templates: 1})
+	a := spec(t, "print('a')", nil)
+	b := spec(t, "print('b')", func(o *nsjail.Options) { o.Memory = 128 << 20 })
+	for i, s := range []*nsjail.Spec{a, a, a, b, a} {
+		if r := run(t, p, s); r.Status != result.StatusOK || r.Start != "zygote" {
+			t.Fatalf("run %d: %s start %q %s", i, r.Status, r.Start, deref(r.Error))
+		}
+	}
+	// a, a | a (worn: new) | b (a evicted) | a (b evicted)
+	if st := p.Stats(); st.Started != 4 || st.Templates != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A template that dies is replaced; the run that finds it dying starts
+// cold with the same verdict.
+func TestPoolReplacesDeadTemplate(t *testing.T) {
+	p := newPool(t, Config{})
+	s := spec(t, "print(6 * 7)", nil)
+	if r := run(t, p, s); r.Start != "zygote" {
+		t.Fatalf("start %q", r.Start)
+	}
+	syscall.Kill(p.Stats().Pids[0], syscall.SIGKILL)
+	if r := run(t, p, s); r.Status != result.StatusOK || r.Stdout != "42\n" {
+		t.Fatalf("after the kill: %s %q %s", r.Status, r.Stdout, deref(r.Error))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := run(t, p, s)
+		if r.Status != result.StatusOK || r.Stdout != "42\n" {
+			t.Fatalf("%s %q %s", r.Status, r.Stdout, deref(r.Error))
+		}
+		if r.Start == "zygote" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new template: %+v", p.Stats())
+		}
+	}
+	if st := p.Stats(); st.Started != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A preload that fails is the run's error, naming the module, and no run
+// of its key starts cold in its place.
+func TestPoolPreloadFails(t *testing.T) {
+	p := newPool(t, Config{})
+	s := spec(t, "print(1)", func(o *nsjail.Options) { o.Preload = []string{"json", "no_such_module"} })
+	for range 2 {
+		r := run(t, p, s)
+		if r.Status != result.StatusSandboxError || !strings.Contains(deref(r.Error), "no_such_module: ModuleNotFoundError") {
+			t.Fatalf("%s %q", r.Status, deref(r.Error))
+		}
+	}
+	if st := p.Stats(); st.Started != 1 || st.Cold != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Concurrent runs of a key share its template, each in a child of its
+// own; every verdict is the run's own.
+func TestPoolConcurrent(t *testing.T) {
+	p := newPool(t, Config{Ahead: 2})
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for i := range 3 {
+				code := strings.Repeat("x", g+1)
+				s := spec(t, "import sys; print(sys.argv[1])", func(o *nsjail.Options) { o.Args = []string{code} })
+				r := run(t, p, s)
+				if r.Status != result.StatusOK || r.Stdout != code+"\n" {
+					t.Errorf("goroutine %d run %d: %s %q start %q %s", g, i, r.Status, r.Stdout, r.Start, deref(r.Error))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := p.Stats(); st.Started != 1 || st.Runs+st.Cold != 18 {
+		t.Fatalf("stats %+v", st)
+	}
+}
