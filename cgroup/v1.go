@@ -286,7 +286,9 @@ func killProcs(procsFile string) error {
 			return fmt.Errorf("processes %v survive in %s", pids, procsFile)
 		}
 		for _, p := range pids {
-			if pid, err := strconv.Atoi(p); err == nil {
+			// 0 (a process this pid namespace cannot see) would name our
+			// own process group.
+			if pid, err := strconv.Atoi(p); err == nil && pid > 0 {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}

@@ -176,7 +176,7 @@ func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*res
 	}
 	res.Trace = sv.timeline()
 	res.Seccomp = s.SeccompMode
-	if s.Zygote != nil {
+	if s.Zygote != nil && res.Status != result.StatusSandboxError { // it started
 		res.Start = "cold"
 		if sv.zygote != nil {
 			res.Start = "zygote"
@@ -439,9 +439,10 @@ func (sv *supervisor) kill(limit string) {
 	if limit != "" {
 		sv.exited = monotonic()
 	}
-	if sv.zygote != nil {
+	switch {
+	case sv.zygote != nil:
 		sv.zygote.kill()
-	} else {
+	case sv.pid > 0: // 0 or less would name a process group, or every process
 		unix.Kill(sv.pid, unix.SIGKILL)
 	}
 	if sv.cg != nil {

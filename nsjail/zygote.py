@@ -179,6 +179,7 @@ def take(spec, fds):
         os.dup2(fd, target)
         os.close(fd)
     for path, mode, data in spec["files"] or ():
+        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
         with open(path, "wb") as f:
             f.write(bytes.fromhex(data))
         os.chmod(path, mode)

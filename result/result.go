@@ -68,7 +68,8 @@ type Result struct {
 	Trace []Phase `json:"trace,omitempty"`
 	// Start says how the program's interpreter started, for a run asked
 	// to fork from a zygote's template: "zygote" if it did, "cold" if it
-	// started afresh (no template could serve it); absent otherwise.
+	// started afresh (no template could serve it); absent otherwise, and
+	// when the program never started (sandbox_error).
 	Start string `json:"start,omitempty"`
 }
 

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,26 +175,7 @@ func TestGolden(t *testing.T) {
 	for _, c := range goldenCases() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			for name, data := range c.files {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cmd := exec.Command(microbox, c.args...)
-			cmd.Dir = dir
-			cmd.Stdin = strings.NewReader(c.stdin)
-			cmd.Env = append(os.Environ(), "MICROBOX_ROOTFS=", "NO_COLOR=1")
-			stdout, stderr, code := runCmd(t, cmd)
-			got := "exit " + strconv.Itoa(code) + "\n--- stdout\n" + string(stdout) + "--- stderr\n" + string(stderr)
-			if c.result != "" {
-				data, err := os.ReadFile(filepath.Join(dir, c.result))
-				if err != nil {
-					t.Fatalf("%s: %v", c.result, err)
-				}
-				got += "--- " + c.result + "\n" + string(data)
-			}
-			got = mask(got, dir)
+			got := runGolden(t, c, nil)
 			file := filepath.Join("testdata", "golden", c.name+".golden")
 			if *updateGolden {
 				if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
@@ -204,12 +186,90 @@ func TestGolden(t *testing.T) {
 				}
 				return
 			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestGolden -update to record it)", err)
-			}
-			if got != string(want) {
+			if want := readGolden(t, c); got != want {
 				t.Errorf("%v: output differs from %s\n--- got\n%s\n--- want\n%s", c.args, file, got, want)
+			}
+		})
+	}
+}
+
+// runGolden runs a case, with env added to the environment, and returns
+// its recorded output, masked.
+func runGolden(t *testing.T, c goldenCase, env []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range c.files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(microbox, c.args...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(c.stdin)
+	cmd.Env = append(append(os.Environ(), "MICROBOX_ROOTFS=", "NO_COLOR=1"), env...)
+	stdout, stderr, code := runCmd(t, cmd)
+	got := "exit " + strconv.Itoa(code) + "\n--- stdout\n" + string(stdout) + "--- stderr\n" + string(stderr)
+	if c.result != "" {
+		data, err := os.ReadFile(filepath.Join(dir, c.result))
+		if err != nil {
+			t.Fatalf("%s: %v", c.result, err)
+		}
+		got += "--- " + c.result + "\n" + string(data)
+	}
+	return mask(got, dir)
+}
+
+func readGolden(t *testing.T, c goldenCase) string {
+	t.Helper()
+	file := filepath.Join("testdata", "golden", c.name+".golden")
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestGolden -update to record it)", err)
+	}
+	return string(want)
+}
+
+// zygoteStart is the field a run forked from a template adds.
+var zygoteStart = regexp.MustCompile(`, ?"start": ?"zygote"`)
+
+// TestGoldenZygote runs the cases again with --zygote, exec's through a
+// server (whose templates they fork from) and batch's and eval's in their
+// own pools: every run must fork from a template, and the output must be
+// the cold run's to the byte otherwise. The module and guard layers'
+// cases are refused by name instead: their files are read at the
+// interpreter's start.
+func TestGoldenZygote(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a template's children each get a host uid range (CI runs as root)")
+	}
+	socket, _ := testServer(t)
+	policy := regexp.MustCompile(`^--(deny-modules|allow-modules|guard)$`)
+	for _, c := range goldenCases() {
+		if len(c.args) == 0 || c.args[0] == "check" {
+			continue
+		}
+		at := 1
+		if c.args[0] == "eval" {
+			at = 2
+		}
+		layered := slices.ContainsFunc(c.args, policy.MatchString) && !strings.HasPrefix(c.name, "exec_bad_")
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			want := readGolden(t, c)
+			c.args = slices.Insert(slices.Clone(c.args), at, "--zygote")
+			got := runGolden(t, c, []string{socketEnv + "=" + socket})
+			if layered {
+				if !strings.Contains(got, "--zygote with these policy layers") {
+					t.Errorf("%v: not refused:\n%s", c.args, got)
+				}
+				return
+			}
+			runs := strings.Count(got, `"status":`) - strings.Count(got, `"status":"sandbox_error"`) - strings.Count(got, `"status":"rejected"`)
+			if forked := len(zygoteStart.FindAllString(got, -1)); forked < runs {
+				t.Errorf("%v: %d of %d runs forked from a template:\n%s", c.args, forked, runs, got)
+			}
+			if got = zygoteStart.ReplaceAllString(got, ""); got != want {
+				t.Errorf("%v: output differs from the cold run's\n--- got\n%s\n--- want\n%s", c.args, got, want)
 			}
 		})
 	}

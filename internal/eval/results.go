@@ -51,6 +51,9 @@ func (r *Results) Write(samples []*Sample, verdicts []Verdict) error {
 		o.set("wall_time_ms", v.Run.WallTimeMs)
 		o.set("cpu_time_ms", v.Run.CPUTimeMs)
 		o.set("peak_memory_bytes", v.Run.PeakMemoryBytes)
+		if v.Run.Start != "" { // --zygote: forked from a template, or cold
+			o.set("start", v.Run.Start)
+		}
 		line, err := o.MarshalJSON()
 		if err != nil {
 			return fmt.Errorf("results: %w", err)

@@ -13,6 +13,7 @@ package zygote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -98,7 +99,7 @@ func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() 
 		return result.SandboxError(field.Message(err, s.FieldNames)), func() error { return nil }
 	}
 	tm, err := p.template(key, s)
-	if field.Is(err) { // a preload failed: the caller's to fix
+	if preloadFailed(err) { // the caller's to fix
 		return result.SandboxError(field.Message(fmt.Errorf("zygote: %w", err), s.FieldNames)), func() error { return nil }
 	}
 	var c *nsjail.ZygoteChild
@@ -122,6 +123,13 @@ func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() 
 	}
 }
 
+// preloadFailed reports whether err is a preload's failure, rather than
+// one a cold run would meet too (and report as its own).
+func preloadFailed(err error) bool {
+	var fe *field.Error
+	return errors.As(err, &fe) && fe.Name == "Preload"
+}
+
 // template returns key's template, started for s if it was not; a key
 // whose start failed less than retryAfter ago gets that error again.
 func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error) {
@@ -142,7 +150,7 @@ func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error)
 		if tm.err != nil {
 			p.stats.Failed++
 			tm.failedAt = time.Now()
-			if !field.Is(tm.err) {
+			if !preloadFailed(tm.err) {
 				p.cfg.Log("start a template: %v (its runs start cold)", tm.err)
 			}
 		}
