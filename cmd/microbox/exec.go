@@ -288,6 +288,7 @@ var flagNames = map[string]string{
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
 	"Pin": "--pin", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
+	"Compare": "--compare", "FloatTolerance": "--float-tolerance", "TotalTimeout": "--total-timeout",
 	// serve
 	"Socket": "--socket", "Warm": "--warm",
 }

@@ -131,6 +131,26 @@ this line is not JSON
 {"task_id": "test/1", "completion": "    while True: pass"}
 `},
 			result: "samples.jsonl_results.jsonl"},
+		{name: "eval_stdio", args: []string{"eval", "stdio", "--problems", "problems.jsonl", "--jobs", "2", "-k", "1", "samples.jsonl"},
+			files: map[string]string{
+				"problems.jsonl": `{"task_id": "add", "tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "10 -4\n", "output": "6\n"}]}
+{"problem_id": 7, "input_output": "{\"inputs\": [\"2\\n\"], \"outputs\": [\"4\\n\"]}"}
+`,
+				"samples.jsonl": `{"task_id": "add", "completion": "a, b = map(int, input().split())\nprint(a + b)"}
+{"task_id": "add", "completion": "a, b = map(int, input().split())\nprint(a * b)"}
+{"task_id": "add", "completion": "a, b = map(int, input().split())\nprint(a + b if a < 10 else a / 0)"}
+{"task_id": 7, "completion": "print(int(input()) ** 2)", "model": "kept"}
+`},
+			result: "samples.jsonl_results.jsonl"},
+		{name: "eval_mbpp", args: []string{"eval", "mbpp", "--problems", "mbpp.jsonl", "--jobs", "2", "-k", "1", "samples.jsonl"},
+			files: map[string]string{
+				"mbpp.jsonl": `{"task_id": 1, "text": "Add two numbers.", "code": "def add(a, b):\n    return a + b", "test_setup_code": "", "test_list": ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0"], "challenge_test_list": []}
+`,
+				"samples.jsonl": `{"task_id": 1, "completion": "def add(a, b):\n    return a + b"}
+{"task_id": 1, "completion": "def add(a, b):\n    return a + b if a != 2 else 5"}
+{"task_id": 1, "completion": "def add(a, b):\n    return a + b +"}
+`},
+			result: "samples.jsonl_results.jsonl"},
 		{name: "eval_missing_problems", args: []string{"eval", "humaneval", "samples.jsonl"}, files: map[string]string{"samples.jsonl": "{}\n"}},
 		{name: "eval_incomplete", args: []string{"eval", "humaneval", "--problems", "problems.jsonl", "samples.jsonl"}, files: map[string]string{
 			"problems.jsonl": `{"task_id": "a", "prompt": "", "test": "", "entry_point": "f"}
@@ -161,7 +181,7 @@ this line is not JSON
 var volatile = regexp.MustCompile(`"(wall_time_ms|cpu_time_ms|peak_memory_bytes|setup_time_ms)": ?(-?[0-9][0-9.e+-]*)`)
 
 // elapsed matches the human-readable times microbox prints on stderr.
-var elapsed = regexp.MustCompile(`(after |in )[0-9.]+ ?(ms|s)\b|\([0-9.]+ samples/s`)
+var elapsed = regexp.MustCompile(`(after |in )[0-9.]+ ?(ms|s)\b|\([0-9.]+ samples/s|\([0-9.]+ tests/s`)
 
 // mask replaces the values that vary between runs, keeping their kind.
 func mask(s, dir string) string {
