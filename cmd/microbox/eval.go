@@ -17,6 +17,7 @@ import (
 
 	"github.com/microbox/microbox/internal/eval"
 	"github.com/microbox/microbox/internal/interrupt"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/nsjail"
 )
 
@@ -108,16 +109,30 @@ a wrong_answer.
 	return c
 }
 
+// perTestFlags are the options of the modes whose problems have many
+// tests (stdio, mbpp): those of every mode, exec's policy flags and
+// --stop-on-fail.
+type perTestFlags struct {
+	evalFlags
+	stopOnFail bool
+}
+
+func (f *perTestFlags) register(c *cobra.Command, timeout, timeoutHelp, stopHelp string) {
+	f.perTest = true
+	f.evalFlags.register(c, timeout, timeoutHelp)
+	f.layers.register(c)
+	c.Flags().BoolVar(&f.stopOnFail, "stop-on-fail", false, stopHelp)
+}
+
 // stdioFlags are `microbox eval stdio`'s options.
 type stdioFlags struct {
-	evalFlags
+	perTestFlags
 	compare        string
 	floatTolerance float64
-	stopOnFail     bool
 }
 
 func stdioCommand() *cobra.Command {
-	f := &stdioFlags{evalFlags: evalFlags{perTest: true}}
+	f := &stdioFlags{}
 	c := &cobra.Command{
 		Use:   "stdio --problems PROBLEMS.jsonl [flags] SAMPLES.jsonl",
 		Short: "Judge programs by their stdout for each test's stdin (APPS, CodeContests, LiveCodeBench, TACO)",
@@ -143,7 +158,7 @@ is --output-limit or, if more, twice the expected output plus 64 KiB.
 ` + evalResults,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return evaluate(&f.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
+			return evaluate(&f.perTestFlags.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
 				set, problems, err := eval.LoadStdio(f.problems, args[0], eval.StdioOptions{
 					Compare:    eval.Compare{Mode: f.compare, FloatTolerance: f.floatTolerance},
 					StopOnFail: f.stopOnFail, OutputLimit: base.OutputLimit})
@@ -154,12 +169,12 @@ is --output-limit or, if more, twice the expected output plus 64 KiB.
 			})
 		},
 	}
-	f.register(c, "6s", "wall-clock limit of each test's run (LiveCodeBench's 6 s)")
+	f.register(c, "6s", "wall-clock limit of each test's run (LiveCodeBench's 6 s)",
+		"after a sample's first failing test, run none of its later tests; they are reported not_run (even those already started, so verdicts do not depend on --jobs)")
 	fl := c.Flags()
 	fl.StringVar(&f.problems, "problems", "", "the problems, one JSON object a line (layouts above; .gz is read gunzipped)")
 	fl.StringVar(&f.compare, "compare", eval.CompareLines, "how outputs match: lines, tokens or exact")
 	fl.Float64Var(&f.floatTolerance, "float-tolerance", 0, "compare number tokens within this absolute-or-relative tolerance (e.g. 1e-6); 0: as text")
-	fl.BoolVar(&f.stopOnFail, "stop-on-fail", false, "after a sample's first failing test, run none of its later tests; they are reported not_run (even those already started, so verdicts do not depend on --jobs)")
 	return c
 }
 
@@ -173,14 +188,13 @@ func reportLeftOut(leftOut map[string]string) {
 
 // mbppFlags are `microbox eval mbpp`'s options.
 type mbppFlags struct {
-	evalFlags
+	perTestFlags
 	challenge    bool
-	stopOnFail   bool
 	totalTimeout string
 }
 
 func mbppCommand() *cobra.Command {
-	f := &mbppFlags{evalFlags: evalFlags{perTest: true}}
+	f := &mbppFlags{}
 	c := &cobra.Command{
 		Use:   "mbpp --problems mbpp.jsonl [flags] SAMPLES.jsonl",
 		Short: "Check MBPP samples against their asserts, with a verdict per assert",
@@ -201,7 +215,7 @@ output is thrown away.
 ` + evalResults,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return evaluate(&f.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
+			return evaluate(&f.perTestFlags.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
 				total, err := nsjail.ParseDuration("TotalTimeout", f.totalTimeout)
 				if err != nil {
 					return nil, err
@@ -211,11 +225,11 @@ output is thrown away.
 			})
 		},
 	}
-	f.register(c, "3s", "wall-clock limit of each assert (and of the completion with the setup code)")
+	f.register(c, "3s", "wall-clock limit of each assert (and of the completion with the setup code)",
+		"after a sample's first failing assert, run none of the later ones (reported not_run)")
 	fl := c.Flags()
 	fl.StringVar(&f.problems, "problems", "", "the problems: MBPP's mbpp.jsonl, or the sanitized set's (.gz is read gunzipped)")
 	fl.BoolVar(&f.challenge, "challenge-tests", false, "also run each problem's challenge_test_list, after its test_list")
-	fl.BoolVar(&f.stopOnFail, "stop-on-fail", false, "after a sample's first failing assert, run none of the later ones (reported not_run)")
 	fl.StringVar(&f.totalTimeout, "total-timeout", "0", "wall-clock limit of a sample's whole run (0: --timeout × (asserts + 1))")
 	return c
 }
@@ -251,9 +265,13 @@ func evaluate(f *evalFlags, c *cobra.Command, samplesFile string, load func(base
 	}
 	defer out.Abort()
 
+	layers, err := f.policyLayers(c, base)
+	if err != nil {
+		return err
+	}
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
-	p, err := f.pool.newPool(base)
+	p, err := f.pool.newPool(base, layers)
 	if err != nil {
 		return err
 	}
@@ -268,6 +286,33 @@ func evaluate(f *evalFlags, c *cobra.Command, samplesFile string, load func(base
 	}
 	reportEval(f, set.Summarize(ks, verdicts), outName, bar.Elapsed().Seconds())
 	return nil
+}
+
+// policyLayers are the policy layers of a mode that has exec's policy
+// flags (nil for one that has not), checked once, before anything runs.
+// --redact is refused: the results hold no output to mask, and masking
+// output before it is judged would change verdicts.
+func (f *evalFlags) policyLayers(c *cobra.Command, base nsjail.Options) (*policy.Options, error) {
+	fl := c.Flags()
+	if fl.Lookup("deny-modules") == nil {
+		return nil, nil
+	}
+	if fl.Changed("redact") || fl.Changed("redact-pattern") {
+		return nil, usagef("--redact: eval's results hold no program output to mask, and masking it before it is judged would change verdicts; leave --redact out")
+	}
+	o := f.layers.options(c, f.caller())
+	probe, pass := base, "pass"
+	probe.Code = &pass
+	s, err := probe.Spec()
+	if err != nil {
+		return nil, flagError(err)
+	}
+	ly, err := o.Prepare(context.Background(), base, s)
+	if err != nil {
+		return nil, flagError(err)
+	}
+	ly.Close()
+	return &o, nil
 }
 
 // reportEval prints pass@k on stdout and a summary on stderr; microbox

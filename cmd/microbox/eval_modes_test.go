@@ -8,7 +8,6 @@ package main
 // in internal/eval.
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -104,32 +103,30 @@ func evalMode(t *testing.T, env []string, mode, samples string, args ...string) 
 	if code != 0 {
 		return nil, string(errOut), code
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
+	return readJSONL[modeRow](t, out), string(errOut), code
+}
+
+// UnmarshalJSON reads a row, with the sample's "want..." lists.
+func (r *modeRow) UnmarshalJSON(b []byte) error {
+	type plain modeRow
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
 	}
-	defer f.Close()
-	var rows []modeRow
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r modeRow
-		var wants map[string]json.RawMessage
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s: %v", out, err)
-		}
-		json.Unmarshal(sc.Bytes(), &wants)
-		r.Want = map[string][]string{}
-		for k, v := range wants {
-			if strings.HasPrefix(k, "want") {
-				var w []string
-				json.Unmarshal(v, &w)
-				r.Want[k] = w
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
+	}
+	r.Want = map[string][]string{}
+	for k, v := range fields {
+		if strings.HasPrefix(k, "want") {
+			var w []string
+			if err := json.Unmarshal(v, &w); err != nil {
+				return err
 			}
+			r.Want[k] = w
 		}
-		rows = append(rows, r)
 	}
-	return rows, string(errOut), code
+	return nil
 }
 
 // checkWants checks each row's test statuses against its want under key,
@@ -291,5 +288,55 @@ func TestEvalModesBadInput(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%s %v: a results file was left", c.mode, c.args)
 		}
+	}
+}
+
+// exec's policy flags apply to each run of eval stdio and mbpp, and judge
+// the program, not eval's harness; --redact is refused.
+func TestEvalPolicyFlags(t *testing.T) {
+	dir := t.TempDir()
+	stdioProblems := filepath.Join(evalTestdata, "stdio_problems.jsonl")
+	samples := filepath.Join(dir, "s.jsonl")
+	os.WriteFile(samples, []byte(`{"task_id": "lcb_rev", "completion": "import socket\nprint(input()[::-1])", "note": "imports socket"}
+{"task_id": "lcb_rev", "completion": "print(input()[::-1])", "note": "right"}
+{"task_id": "lcb_rev", "completion": "import ctypes\nprint(input()[::-1])", "note": "risky"}
+`), 0o644)
+	audit := filepath.Join(dir, "audit.jsonl")
+	rows, stderr, code := evalMode(t, nil, "stdio", samples, "--problems", stdioProblems,
+		"--deny-modules", "socket", "--max-risk", "20", "--audit-log", audit)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := [][]string{{"nonzero"}, {"passed"}, {"rejected"}}
+	for i, r := range rows {
+		if got := slices.Compact(r.statuses()); !slices.Equal(got, want[i]) {
+			t.Errorf("%s: %v, want every test %v", r.Note, r.statuses(), want[i])
+		}
+	}
+	if n := strings.Count(readFile(t, audit), "\n"); n != 9 {
+		t.Errorf("%d audit lines, want one for each of 9 runs", n)
+	}
+
+	// MBPP: the harness runs under an allow-list that would refuse its
+	// own imports, and the risk check judges the completion.
+	mbppSamples := filepath.Join(dir, "m.jsonl")
+	os.WriteFile(mbppSamples, []byte(`{"task_id": 2, "completion": "def count():\n    return len(ITEMS)", "note": "right"}
+{"task_id": 2, "completion": "import os\ndef count():\n    return len(ITEMS)", "note": "imports os"}
+{"task_id": 2, "completion": "import ctypes\ndef count():\n    return len(ITEMS)", "note": "risky"}
+`), 0o644)
+	rows, stderr, code = evalMode(t, nil, "mbpp", mbppSamples, "--problems", filepath.Join(evalTestdata, "mbpp_problems.jsonl"),
+		"--allow-modules", "math", "--max-risk", "20")
+	if code != 0 {
+		t.Fatalf("mbpp: exit %d: %s", code, stderr)
+	}
+	want = [][]string{{"passed"}, {"nonzero"}, {"rejected"}}
+	for i, r := range rows {
+		if got := slices.Compact(r.statuses()); !slices.Equal(got, want[i]) {
+			t.Errorf("mbpp %s: %+v, want every test %v", r.Note, r.Tests, want[i])
+		}
+	}
+
+	if _, stderr, code := evalMode(t, nil, "stdio", samples, "--problems", stdioProblems, "--redact"); code != result.ExitSandboxError || !strings.Contains(stderr, "leave --redact out") {
+		t.Errorf("--redact: exit %d, %s", code, stderr)
 	}
 }

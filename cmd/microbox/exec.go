@@ -42,8 +42,8 @@ type execFlags struct {
 	nofile       uint64
 	sigpending   uint64
 	msgqueue     string
-	// layers are exec's policy layers (layers.go); batch and eval, which
-	// embed execFlags, do not register them.
+	// layers are exec's policy layers (layers.go); eval stdio and mbpp
+	// register them too, batch and eval humaneval do not.
 	layers layerFlags
 	// inv is whom exec runs for; nil means microbox's own process.
 	inv *invocation

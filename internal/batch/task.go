@@ -43,6 +43,9 @@ type Task struct {
 	CPUs        *float64          `json:"cpus"`
 	Pids        *int64            `json:"pids"`
 	OutputLimit *Quantity         `json:"output_limit"`
+	// Source is the program the pool's policy layers judge, when Code is
+	// a harness that runs it; set in Go, never from a task line.
+	Source *string `json:"-"`
 }
 
 // Quantity is a size or a duration, written as a string ("256M", "3s") or

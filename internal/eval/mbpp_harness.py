@@ -23,7 +23,10 @@
 # honest.
 #
 # It imports nothing Python has not loaded at start-up but the built-in
-# _signal. "microbox eval mbpp" embeds this file (internal/eval/mbpp.go).
+# _signal. "microbox eval mbpp" embeds this file (internal/eval/mbpp.go) and
+# runs it compiled under the name "<frozen microbox_mbpp_harness>", so that a
+# module policy (--deny-modules, --allow-modules) judges the program's imports
+# and not the harness's.
 import _signal
 import io
 import os

@@ -74,7 +74,8 @@ func TestMBPPHarness(t *testing.T) {
 		"assert f(1) == 2", "assert f(2) == 5", "assert f(0) == 0", "while True: pass", "assert g()",
 	}}
 	completion := "import sys\nprint('noise')\nsys.stderr.write('more')\ndef f(x):\n    if x == 0: raise KeyError('k')\n    return x * K"
-	r := o.run(&mbppHarness, &Sample{Completion: completion}, p)
+	code := mbppCode()
+	r := o.run(&code, &Sample{Completion: completion}, p)
 	if r.task.Timeout == nil || r.count != 5 {
 		t.Fatalf("run %+v", r)
 	}
