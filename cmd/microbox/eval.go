@@ -121,6 +121,9 @@ func (f *perTestFlags) register(c *cobra.Command, timeout, timeoutHelp, stopHelp
 	f.perTest = true
 	f.evalFlags.register(c, timeout, timeoutHelp)
 	f.layers.register(c)
+	// Refused (policyLayers): not offered.
+	c.Flags().MarkHidden("redact")
+	c.Flags().MarkHidden("redact-pattern")
 	c.Flags().BoolVar(&f.stopOnFail, "stop-on-fail", false, stopHelp)
 }
 
@@ -151,7 +154,8 @@ expected output. --timeout and every other limit are per test.
   exact   byte for byte
 --float-tolerance X (lines or tokens): two tokens that are both numbers
 match when both are integers of the same value, or when
-|got - want| <= X * max(1, |want|) (absolute below 1, relative above);
+|got - want| <= X * max(1, |want|) (absolute for |want| up to 1, relative
+above);
 under lines, lines are then compared token by token. Each run's stdout cap
 is --output-limit or, if more, twice the expected output plus 64 KiB.
 

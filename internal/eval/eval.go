@@ -157,7 +157,8 @@ func idText(raw json.RawMessage) (string, bool) {
 // last run ends, and is finished at the end. Once ctx is done, runs not
 // yet started are not, and their samples get no verdict.
 func (s *Set) Run(ctx context.Context, p *batch.Pool, bar *progress.Bar) []Verdict {
-	tr := &tracker{set: s, verdicts: make([]Verdict, len(s.Samples)), runs: map[int]pendingRun{}, bar: bar}
+	n := len(s.Samples)
+	tr := &tracker{set: s, bar: bar, verdicts: make([]Verdict, n), runs: map[int]pendingRun{}, left: make([]int, n), failed: make([]int, n)}
 	todo := make(chan *batch.Item)
 	go tr.feed(ctx, todo)
 	for it := range p.Run(ctx, todo) {
@@ -189,8 +190,6 @@ type pendingRun struct {
 // not sent.
 func (tr *tracker) feed(ctx context.Context, todo chan<- *batch.Item) {
 	defer close(todo)
-	n := len(tr.set.Samples)
-	tr.left, tr.failed = make([]int, n), make([]int, n)
 	seq := 0
 	for i, sm := range tr.set.Samples {
 		runs := tr.set.plan(sm)
