@@ -29,6 +29,7 @@ import concurrent.futures
 import json
 import os
 import random
+import statistics
 import subprocess
 import tempfile
 import time
@@ -206,8 +207,7 @@ def main():
                             "statuses": counts}
     figures["ratio_microbox_to_bare"] = round(totals["bare"] / totals["microbox"], 3)
     figures["chunk_ratios"] = per_chunk
-    figures["median_chunk_ratio"] = sorted(per_chunk)[len(per_chunk) // 2] if len(per_chunk) % 2 else \
-        round(sum(sorted(per_chunk)[len(per_chunk) // 2 - 1:len(per_chunk) // 2 + 1]) / 2, 3)
+    figures["median_chunk_ratio"] = round(statistics.median(per_chunk), 3)
     figures["same_status"] = sum(a == b for a, b in zip(statuses["bare"], statuses["microbox"]))
     print(json.dumps(figures, indent=1))
     if args.json:
