@@ -282,6 +282,7 @@ func evaluate(f *evalFlags, c *cobra.Command, samplesFile string, load func(base
 	bar := f.pool.bar(false, int64(len(set.Samples)), "samples", eval.Categories)
 	verdicts := set.Run(ctx, p, bar)
 	if sig := interrupt.Cause(ctx); sig != 0 {
+		out.Abort() // os.Exit runs no deferred call
 		fmt.Fprintln(os.Stderr, "microbox: interrupted; no results written")
 		os.Exit(128 + int(sig))
 	}

@@ -14,7 +14,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/microbox/microbox/result"
 )
@@ -334,5 +336,34 @@ func TestEvalPolicyFlags(t *testing.T) {
 
 	if _, stderr, code := evalMode(t, nil, "stdio", samples, "--problems", stdioProblems, "--redact"); code != result.ExitSandboxError || !strings.Contains(stderr, "leave --redact out") {
 		t.Errorf("--redact: exit %d, %s", code, stderr)
+	}
+}
+
+// A stopped evaluation writes nothing, leaves no temporary file, and
+// exits 128+N.
+func TestEvalInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	samples := filepath.Join(dir, "s.jsonl")
+	os.WriteFile(samples, []byte(`{"task_id": "add", "completion": "while True: pass"}`+"\n"), 0o644)
+	cmd := exec.Command(microbox, "eval", "stdio", "--problems", filepath.Join(evalTestdata, "stdio_problems.jsonl"),
+		"--timeout", "30s", "-o", filepath.Join(dir, "out.jsonl"), samples)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The temporary results file is made just before signals are caught;
+	// the sample then spins until the signal.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if left, _ := os.ReadDir(dir); len(left) > 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %v, want %d", err, 128+int(syscall.SIGTERM))
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("files left: %v", left)
 	}
 }
