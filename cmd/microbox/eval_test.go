@@ -57,18 +57,21 @@ func runEval(t *testing.T, results string, args ...string) (map[string]float64, 
 	return scores, readRows(t, results), code
 }
 
-func readRows(t *testing.T, name string) []evalRow {
+func readRows(t *testing.T, name string) []evalRow { return readJSONL[evalRow](t, name) }
+
+// readJSONL decodes each line of a results file.
+func readJSONL[T any](t *testing.T, name string) []T {
 	t.Helper()
 	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var rows []evalRow
+	var rows []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r evalRow
+		var r T
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -44,8 +44,8 @@ type execFlags struct {
 	msgqueue     string
 	zygote       bool
 	preload      []string
-	// layers are exec's policy layers (layers.go); batch and eval, which
-	// embed execFlags, do not register them.
+	// layers are exec's policy layers (layers.go); eval stdio and mbpp
+	// register them too, batch and eval humaneval do not.
 	layers layerFlags
 	// inv is whom exec runs for; nil means microbox's own process.
 	inv *invocation
@@ -126,10 +126,8 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return flagError(err)
 	}
-	if spec.Zygote != nil { // the layers may have added what a fork cannot run
-		if _, err := nsjail.ZygoteKeyOf(spec); err != nil {
-			return flagError(field.Errorf("Zygote", "{Zygote} with these policy layers: %v", err))
-		}
+	if err := zygoteWithLayers(spec); err != nil {
+		return err
 	}
 	ctx, stop := inv.context()
 	defer stop()
@@ -145,6 +143,18 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 		report(inv.stderr, res.Result, f.trace)
 	}
 	inv.status = res.ShellStatus()
+	return nil
+}
+
+// zygoteWithLayers refuses a zygote run whose policy layers (prepared
+// on spec) added what a fork cannot run.
+func zygoteWithLayers(spec *nsjail.Spec) error {
+	if spec.Zygote == nil {
+		return nil
+	}
+	if _, err := nsjail.ZygoteKeyOf(spec); err != nil {
+		return flagError(field.Errorf("Zygote", "{Zygote} with these policy layers: %v", err))
+	}
 	return nil
 }
 
@@ -299,6 +309,7 @@ var flagNames = map[string]string{
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
 	"Pin": "--pin", "Shard": "--shard", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
+	"Compare": "--compare", "FloatTolerance": "--float-tolerance", "TotalTimeout": "--total-timeout",
 	// serve
 	"Socket": "--socket", "Warm": "--warm",
 }

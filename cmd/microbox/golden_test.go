@@ -132,6 +132,26 @@ this line is not JSON
 {"task_id": "test/1", "completion": "    while True: pass"}
 `},
 			result: "samples.jsonl_results.jsonl"},
+		{name: "eval_stdio", args: []string{"eval", "stdio", "--problems", "problems.jsonl", "--jobs", "2", "-k", "1", "samples.jsonl"},
+			files: map[string]string{
+				"problems.jsonl": `{"task_id": "add", "tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "10 -4\n", "output": "6\n"}]}
+{"problem_id": 7, "input_output": "{\"inputs\": [\"2\\n\"], \"outputs\": [\"4\\n\"]}"}
+`,
+				"samples.jsonl": `{"task_id": "add", "completion": "a, b = map(int, input().split())\nprint(a + b)"}
+{"task_id": "add", "completion": "a, b = map(int, input().split())\nprint(a * b)"}
+{"task_id": "add", "completion": "a, b = map(int, input().split())\nprint(a + b if a < 10 else a / 0)"}
+{"task_id": 7, "completion": "print(int(input()) ** 2)", "model": "kept"}
+`},
+			result: "samples.jsonl_results.jsonl"},
+		{name: "eval_mbpp", args: []string{"eval", "mbpp", "--problems", "mbpp.jsonl", "--jobs", "2", "-k", "1", "samples.jsonl"},
+			files: map[string]string{
+				"mbpp.jsonl": `{"task_id": 1, "text": "Add two numbers.", "code": "def add(a, b):\n    return a + b", "test_setup_code": "", "test_list": ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0"], "challenge_test_list": []}
+`,
+				"samples.jsonl": `{"task_id": 1, "completion": "def add(a, b):\n    return a + b"}
+{"task_id": 1, "completion": "def add(a, b):\n    return a + b if a != 2 else 5"}
+{"task_id": 1, "completion": "def add(a, b):\n    return a + b +"}
+`},
+			result: "samples.jsonl_results.jsonl"},
 		{name: "eval_missing_problems", args: []string{"eval", "humaneval", "samples.jsonl"}, files: map[string]string{"samples.jsonl": "{}\n"}},
 		{name: "eval_incomplete", args: []string{"eval", "humaneval", "--problems", "problems.jsonl", "samples.jsonl"}, files: map[string]string{
 			"problems.jsonl": `{"task_id": "a", "prompt": "", "test": "", "entry_point": "f"}
@@ -162,7 +182,7 @@ this line is not JSON
 var volatile = regexp.MustCompile(`"(wall_time_ms|cpu_time_ms|peak_memory_bytes|setup_time_ms)": ?(-?[0-9][0-9.e+-]*)`)
 
 // elapsed matches the human-readable times microbox prints on stderr.
-var elapsed = regexp.MustCompile(`(after |in )[0-9.]+ ?(ms|s)\b|\([0-9.]+ samples/s`)
+var elapsed = regexp.MustCompile(`(after |in )[0-9.]+ ?(ms|s)\b|\([0-9.]+ samples/s|\([0-9.]+ tests/s`)
 
 // mask replaces the values that vary between runs, keeping their kind.
 func mask(s, dir string) string {
@@ -230,7 +250,10 @@ func readGolden(t *testing.T, c goldenCase) string {
 }
 
 // zygoteStart is the field a run forked from a template adds.
-var zygoteStart = regexp.MustCompile(`, ?"start": ?"zygote"`)
+var (
+	zygoteStart = regexp.MustCompile(`, ?"start": ?"zygote"`)
+	coldStart   = regexp.MustCompile(`"start": ?"cold"`)
+)
 
 // TestGoldenZygote runs the cases again with --zygote, exec's through a
 // server (whose templates they fork from) and batch's and eval's in their
@@ -264,9 +287,10 @@ func TestGoldenZygote(t *testing.T) {
 				}
 				return
 			}
-			runs := strings.Count(got, `"status":`) - strings.Count(got, `"status":"sandbox_error"`) - strings.Count(got, `"status":"rejected"`)
-			if forked := len(zygoteStart.FindAllString(got, -1)); forked < runs {
-				t.Errorf("%v: %d of %d runs forked from a template:\n%s", c.args, forked, runs, got)
+			ran := strings.Contains(got, `"wall_time_ms":N`) && !strings.Contains(want, `"status":"sandbox_error"`) &&
+				!strings.Contains(want, `"status":"rejected"`)
+			if coldStart.MatchString(got) || ran && !zygoteStart.MatchString(got) {
+				t.Errorf("%v: not every run forked from a template:\n%s", c.args, got)
 			}
 			if got = zygoteStart.ReplaceAllString(got, ""); got != want {
 				t.Errorf("%v: output differs from the cold run's\n--- got\n%s\n--- want\n%s", c.args, got, want)

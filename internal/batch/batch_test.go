@@ -62,7 +62,7 @@ func TestTaskSpecLeavesBaseAlone(t *testing.T) {
 	base.Env = []string{"A=1"}
 	code := "1"
 	tk := &Task{Code: &code, Env: map[string]string{"PATH": "/x", "NEW": "1"}, Files: map[string]string{"a.txt": "a"},
-		Mem: &quantity{text: "128M"}}
+		Mem: &Quantity{text: "128M"}}
 	if _, err := taskSpec(base, tk); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestQuantity(t *testing.T) {
 		{`true`, 0, 0, false},
 	}
 	for _, c := range cases {
-		var q quantity
+		var q Quantity
 		err := q.UnmarshalJSON([]byte(c.json))
 		if err != nil {
 			if c.ok {

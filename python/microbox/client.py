@@ -398,3 +398,87 @@ def check_correctness(
                           stdin=check_program(problem, completion), **limits)
     verdict = humaneval_result(result)
     return dict(task_id=problem["task_id"], passed=verdict == "passed", result=verdict, completion_id=completion_id)
+
+
+# ---------------------------------------------------------------------------
+# A verdict per test case: stdin/stdout tests and MBPP asserts, judged by
+# `microbox eval stdio` and `microbox eval mbpp` themselves, so that the
+# comparison rules and statuses are the binary's, not a copy of them.
+
+import tempfile  # noqa: E402
+
+__all__ += ["check_mbpp", "check_stdio"]
+
+
+def check_stdio(
+    program: str,
+    tests: Iterable[Any],
+    timeout: float = 6.0,
+    compare: str = "lines",
+    float_tolerance: Optional[float] = None,
+    stop_on_fail: bool = False,
+    jobs: Optional[int] = None,
+    microbox: Optional[str] = None,
+    **limits: Any
+) -> List[Dict[str, Any]]:
+    """Run program once per test, each in its own sandbox, fed the test's
+    input on stdin, and judge its stdout as `microbox eval stdio` does.
+
+    tests are {"input": ..., "output": ...} dicts or (input, output) pairs.
+    Returns one dict per test, in order: {"status", "wall_time_ms",
+    "cpu_time_ms", "peak_memory_bytes", "message"?}, status "passed",
+    "wrong_answer", "not_run" or how the run ended ("nonzero", "timeout",
+    "memory", ...). timeout and the other limits are per test; compare is
+    "lines", "tokens" or "exact"; limits are other `microbox eval stdio`
+    flags in snake case (maximum_memory_bytes=..., cpu_time=1, ...).
+    """
+    cases = [t if isinstance(t, dict) else {"input": t[0], "output": t[1]} for t in tests]
+    problem = {"task_id": "p", "tests": [{"input": t["input"], "output": t["output"]} for t in cases]}
+    flags = dict(limits, compare=compare, float_tolerance=float_tolerance, stop_on_fail=stop_on_fail)
+    return _check_tests("stdio", problem, program, timeout, jobs, microbox, flags)
+
+
+def check_mbpp(
+    problem: Dict[str, Any],
+    completion: str,
+    timeout: float = 3.0,
+    challenge_tests: bool = False,
+    stop_on_fail: bool = False,
+    microbox: Optional[str] = None,
+    **limits: Any
+) -> List[Dict[str, Any]]:
+    """Run an MBPP completion against problem (a line of mbpp.jsonl, or of
+    the sanitized set) as `microbox eval mbpp` does: the completion, the
+    setup code, then each assert, in one sandbox. Returns one dict per
+    assert, in order: {"status", "wall_time_ms", "message"?}, status
+    "passed", "wrong_answer" (AssertionError), "nonzero" (another
+    exception), "timeout" (timeout seconds per assert), "not_run" or how
+    the run ended ("memory", ...)."""
+    problem = dict(problem, task_id="p")
+    flags = dict(limits, challenge_tests=challenge_tests, stop_on_fail=stop_on_fail)
+    return _check_tests("mbpp", problem, completion, timeout, 1, microbox, flags)
+
+
+def _check_tests(mode: str, problem: Dict[str, Any], completion: str, timeout: float, jobs: Optional[int],
+                 microbox: Optional[str], flags: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The per-test verdicts of one sample, from a `microbox eval MODE` of
+    one problem and one sample in a scratch directory."""
+    binary = find_microbox(microbox)
+    if "maximum_memory_bytes" in flags:
+        flags["mem"] = flags.pop("maximum_memory_bytes")
+    with tempfile.TemporaryDirectory(prefix="microbox-") as tmp:
+        problems, samples, results = (os.path.join(tmp, n) for n in ("problems.jsonl", "samples.jsonl", "results.jsonl"))
+        with open(problems, "w", encoding="utf-8") as f:
+            f.write(json.dumps(problem) + "\n")
+        with open(samples, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"task_id": "p", "completion": completion}) + "\n")
+        cmd = [binary, "eval", mode, "--problems", problems, "--progress", "never", "-k", "1", "-o", results]
+        if jobs is not None:
+            cmd += ["--jobs", str(jobs)]
+        cmd += _flags(dict(flags, timeout=timeout)) + [samples]
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # 1: some run could not be run; its tests say sandbox_error.
+        if proc.returncode not in (0, 1):
+            raise MicroboxError("microbox eval %s failed (exit %s): %s" % (mode, proc.returncode, proc.stderr.decode("utf-8", "replace").strip()))
+        with open(results, encoding="utf-8") as f:
+            return json.loads(f.readline())["tests"]

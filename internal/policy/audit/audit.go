@@ -102,6 +102,10 @@ func program(base *nsjail.Options) string {
 	return abs
 }
 
+// Close closes the log without writing a line, for a run that will not
+// happen.
+func (l *Log) Close() { l.f.Close() }
+
 // CapturesOutput reports whether the line records the run's output, which
 // must then be captured also when it streams.
 func (l *Log) CapturesOutput() bool { return l.output }
