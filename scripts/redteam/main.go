@@ -9,7 +9,11 @@
 // Run it from the repository root after building microbox:
 //
 //	go build -o bin/microbox ./cmd/microbox
-//	go run ./scripts/redteam [-corpus ../shared/redteam] [-microbox bin/microbox] [-run REGEXP] [-v]
+//	go run ./scripts/redteam [-corpus ../shared/redteam] [-microbox bin/microbox] [-run REGEXP] [-v] [-zygote]
+//
+// With -zygote every case runs as `microbox exec --zygote` through a
+// `microbox serve` the harness starts (and stops before the leftover
+// checks): each forks from a warm interpreter (docs/zygote.md).
 //
 // It prints `PASS name` or `FAIL name: reason; reason` for every case, then
 // the same for the pseudo-case `after-corpus` (the leftover checks), and ends
@@ -88,6 +92,7 @@ type options struct {
 	microbox string
 	run      *regexp.Regexp
 	verbose  bool
+	zygote   bool // every case through a server, forked from a zygote's template
 }
 
 func main() {
@@ -109,6 +114,7 @@ func parseFlags() (*options, error) {
 	mb := flag.String("microbox", "bin/microbox", "the microbox binary to test")
 	sel := flag.String("run", "", "only run cases whose name (without .py) matches this regular expression")
 	verbose := flag.Bool("v", false, "print microbox's output for every failed case")
+	zygote := flag.Bool("zygote", false, "run every case as `microbox exec --zygote` through a `microbox serve` the harness starts, so each forks from a warm interpreter")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -117,7 +123,7 @@ func parseFlags() (*options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-run: %w", err)
 	}
-	o := &options{run: re, verbose: *verbose}
+	o := &options{run: re, verbose: *verbose, zygote: *zygote}
 	if o.corpus, err = filepath.Abs(*corpus); err != nil {
 		return nil, err
 	}
@@ -143,6 +149,14 @@ func run(opts *options) (int, error) {
 	defer h.fx.cleanup()
 	h.handleSignals()
 	before := snapshotHost()
+	if opts.zygote {
+		stop, err := h.startServer()
+		if err != nil {
+			return 0, err
+		}
+		defer stop()
+		h.stopServer = stop
+	}
 	began := time.Now()
 	passed, failed := 0, 0
 	tally := func(ok bool) {
@@ -154,6 +168,9 @@ func run(opts *options) (int, error) {
 	}
 	for _, c := range cases {
 		tally(h.report(c.name, h.runCase(c)))
+	}
+	if h.stopServer != nil {
+		h.stopServer() // its templates are microbox's too: none may be left
 	}
 	tally(h.report("after-corpus", &caseResult{reasons: h.afterCorpus(before)}))
 	deleteMarkers(h.markerDirs(opts.corpus))
@@ -499,6 +516,48 @@ type harness struct {
 	current *os.Process   // the microbox now running, for Ctrl-C
 	exited  chan struct{} // closed when current has exited
 	ourPids map[int]bool
+
+	// With -zygote: the server's socket ("" without: every case runs
+	// in-process) and how to stop it, once.
+	socket     string
+	stopServer func()
+}
+
+// startServer starts `microbox serve` on a socket of the harness's own,
+// and returns once it listens; stop ends it and waits.
+func (h *harness) startServer() (stop func(), err error) {
+	dir, err := os.MkdirTemp("", "microbox-redteam-serve-")
+	if err != nil {
+		return nil, err
+	}
+	socket := filepath.Join(dir, "exec.sock")
+	cmd := exec.Command(h.opts.microbox, "serve", "--warm", "0")
+	cmd.Env = append(os.Environ(), "MICROBOX_SOCKET="+socket)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	h.ourPids[cmd.Process.Pid] = true
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+			os.RemoveAll(dir)
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(socket); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("microbox serve did not listen on %s within 10 s", socket)
+		}
+	}
+	h.socket = socket
+	return stop, nil
 }
 
 func newHarness(opts *options) (*harness, error) {
@@ -689,8 +748,11 @@ func (h *harness) execute(c *testCase) *runOutput {
 // environment, the two leaked fds and stdio from a pipe or a pty.
 func (h *harness) command(c *testCase, out *runOutput) (*exec.Cmd, *wiring, error) {
 	args := append([]string{"exec", "--json"}, c.limits...)
+	if h.socket != "" {
+		args = slices.Insert(args, 1, "--zygote")
+	}
 	cmd := exec.Command(h.opts.microbox, append(args, c.path)...)
-	cmd.Env = append(os.Environ(), canaryEnv+"="+h.fx.token)
+	cmd.Env = append(os.Environ(), canaryEnv+"="+h.fx.token, "MICROBOX_SOCKET="+h.socket)
 	cmd.ExtraFiles = h.fx.extra
 	cmd.Dir = h.cwd
 	if c.tty {
