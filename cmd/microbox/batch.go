@@ -16,6 +16,7 @@ import (
 
 	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/internal/interrupt"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/internal/progress"
 	"github.com/microbox/microbox/nsjail"
 )
@@ -57,7 +58,9 @@ absent or "-"):
 
   {"id": any JSON, "code": "..." | "file": "path", "stdin": "...", "args": [...],
    "files": {"name": "content"}, "env": {"K": "V"}, "mem": "256M",
-   "timeout": "3s", "cpu_time": "1s", "cpus": 1, "pids": 128, "output_limit": "1M"}
+   "timeout": "3s", "cpu_time": "1s", "cpus": 1, "pids": 128, "output_limit": "1M",
+   "tmpfs_size": "64M", "workdir": "/tmp", "deny_modules": [...], "allow_modules": [...],
+   "guard": "humaneval", "redact": true, "redact_patterns": ["NAME=REGEX"], "max_risk": N}
 
 Unset fields take the values of the flags below (exec's flags, exec's
 defaults). Sizes and durations may also be numbers (bytes, seconds). Each
@@ -116,9 +119,12 @@ func (p *poolFlags) check() error {
 	return usagef("--progress %q: want auto, always or never", p.progress)
 }
 
-// newPool is the pool of workers whose tasks start from base.
+// newPool is the pool of workers whose tasks start from base; the policy
+// layers a task asks for keep the module policy's bytecode in the user's
+// cache, as exec does.
 func (p *poolFlags) newPool(base nsjail.Options) (*batch.Pool, error) {
-	pool, err := batch.NewPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin})
+	layers := policy.Options{PID: os.Getpid(), CacheDir: processInvocation().cacheDir()}
+	pool, err := batch.NewPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers})
 	return pool, flagError(err)
 }
 

@@ -130,6 +130,9 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 		fmt.Fprintf(inv.stderr, "microbox: %v\n", err)
 	}
 	<-gcDone
+	if inv.runs != nil {
+		inv.runs.Verdict(res.Result)
+	}
 	if f.json {
 		writeJSON(inv.stdout, res)
 	} else {
@@ -147,13 +150,17 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 func (inv *invocation) gcInBackground(spec *nsjail.Spec) <-chan struct{} {
 	done := make(chan struct{})
 	c := spec.Cgroup
-	if c == nil || inv.runs != nil && !inv.runs.StaleGroupsDue(c.Parent) {
+	if c == nil {
 		close(done)
 		return done
 	}
 	go func() {
 		defer close(done)
-		cgroup.GC(c.Parent)
+		if inv.runs != nil {
+			inv.runs.CollectStaleGroups(c.Parent)
+		} else {
+			cgroup.GC(c.Parent)
+		}
 	}()
 	return done
 }
@@ -289,7 +296,8 @@ var flagNames = map[string]string{
 	// batch and eval
 	"Pin": "--pin", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
 	// serve
-	"Socket": "--socket", "Warm": "--warm",
+	"Socket": "--socket", "Warm": "--warm", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",
+	"HTTPKeep": "--http-keep", "HTTPMaxBody": "--http-max-body",
 }
 
 func flagName(field string) string { return flagNames[field] }
