@@ -221,10 +221,17 @@ func TestDocumentedCommands(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "bin", "microbox")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/microbox")
-	build.Dir = abs
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/microbox: %v\n%s", err, out)
+	// Both builds, as make leaves them: serve and mcp start the server's.
+	for _, tags := range []string{"", "server"} {
+		out := bin
+		if tags != "" {
+			out += "-" + tags
+		}
+		build := exec.Command("go", "build", "-tags", tags, "-o", out, "./cmd/microbox")
+		build.Dir = abs
+		if msg, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build -tags %q ./cmd/microbox: %v\n%s", tags, err, msg)
+		}
 	}
 	env := commandEnv(filepath.Dir(bin), filepath.Join(tmp, "cache"))
 	for _, d := range documents(t) {

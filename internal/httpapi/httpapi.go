@@ -20,10 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
-	"maps"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -96,7 +96,7 @@ func (a *API) Serve(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          nil,
 	}
-	fmt.Fprintf(os.Stderr, "microbox: serving the HTTP API on %s\n", describe(a.cfg.Addr, a.token))
+	fmt.Fprintf(os.Stderr, "microbox: serving the HTTP API on %s\n", describe(a.listener, a.token))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(a.listener) }()
 	select {

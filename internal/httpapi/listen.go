@@ -90,11 +90,13 @@ func (c *tokenCheck) allows(header string) bool {
 	return subtle.ConstantTimeCompare(sum[:], c.want[:]) == 1 && ok
 }
 
-// describe says who may use the API at addr, for the server's log.
-func describe(addr string, c *tokenCheck) string {
+// describe says where the API listens (the port chosen, for :0) and who
+// may use it, for the server's log.
+func describe(l net.Listener, c *tokenCheck) string {
+	addr := l.Addr().String()
 	switch {
-	case strings.HasPrefix(addr, UnixPrefix):
-		return fmt.Sprintf("the socket %s (its owner only)", strings.TrimPrefix(addr, UnixPrefix))
+	case l.Addr().Network() == "unix":
+		return fmt.Sprintf("unix:%s (its owner only)", addr)
 	case c != nil:
 		return "http://" + addr + " (bearer token required)"
 	}

@@ -154,14 +154,18 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(a.cfg.ReadTimeout))
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBody))
-	// No deadline once the body is in: the server's read that notices a
-	// caller going away must not end the run when it passes.
-	rc.SetReadDeadline(time.Time{})
 	if err != nil {
+		// The deadline stays: net/http drains what is left of the body
+		// after the answer, which must not wait for a caller that
+		// sends nothing more.
 		b := bodyReader{maxLine: a.cfg.MaxBody, timeout: a.cfg.ReadTimeout}
+		w.Header().Set("Connection", "close")
 		writeError(w, b.status(err), "%v", b.explain(err))
 		return nil, false
 	}
+	// No deadline once the body is in: the server's read that notices a
+	// caller going away must not end the run when it passes.
+	rc.SetReadDeadline(time.Time{})
 	return data, true
 }
 
@@ -196,8 +200,8 @@ var errLineTooLong = errors.New("line too long")
 func (b *bodyReader) Read(p []byte) (int, error) {
 	b.rc.SetReadDeadline(time.Now().Add(b.timeout))
 	n, err := b.r.Read(p)
-	if err != nil {
-		b.rc.SetReadDeadline(time.Time{})
+	if err == io.EOF {
+		b.rc.SetReadDeadline(time.Time{}) // as readBody's, once the body is in
 	}
 	for _, c := range p[:n] {
 		b.line++
