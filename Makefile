@@ -59,11 +59,13 @@ humaneval: build
 	$(GO) run ./scripts/humaneval -microbox bin/microbox labeled
 
 # python-test: the Python client (python/) with the system python3's
-# unittest, against bin/microbox; `microbox batch` and `microbox eval` are
+# unittest, against bin/microbox, then its suite again with every
+# execute_code sent to a `microbox serve --http` (the direct path); `microbox batch` and `microbox eval` are
 # tested by unit (cmd/microbox/batch_test.go, eval_test.go; internal/batch,
 # internal/eval, whose judge test runs the client's judge with python3).
 python-test: build
 	MICROBOX=$(CURDIR)/bin/microbox /usr/bin/python3 -m unittest discover -s python/tests -v
+	MICROBOX_TEST_SERVER=1 MICROBOX=$(CURDIR)/bin/microbox /usr/bin/python3 -m unittest discover -s python/tests -p test_client.py -v
 
 # test-v2: the cgroup v2 suite inside a VM that boots Debian's own kernel
 # under qemu (scripts/vmtest; scripts/deps installs qemu and fetches the

