@@ -60,9 +60,10 @@ humaneval: build
 
 # python-test: the Python client (python/) with the system python3's
 # unittest, against bin/microbox, then its suite again with every
-# execute_code sent to a `microbox serve --http` (the direct path); `microbox batch` and `microbox eval` are
-# tested by unit (cmd/microbox/batch_test.go, eval_test.go; internal/batch,
-# internal/eval, whose judge test runs the client's judge with python3).
+# execute_code sent to a `microbox serve --http` (the direct path);
+# `microbox batch` and `microbox eval` are tested by unit
+# (cmd/microbox/batch_test.go, eval_test.go; internal/batch, internal/eval,
+# whose judge test runs the client's judge with python3).
 python-test: build
 	MICROBOX=$(CURDIR)/bin/microbox /usr/bin/python3 -m unittest discover -s python/tests -v
 	MICROBOX_TEST_SERVER=1 MICROBOX=$(CURDIR)/bin/microbox /usr/bin/python3 -m unittest discover -s python/tests -p test_client.py -v

@@ -93,11 +93,20 @@ func (s *Service) Admit() (*Ticket, error) { return s.adm.admit(false) }
 func (s *Service) Run(ctx context.Context, tk *Ticket, r *batch.Run, client string, answer func(*policy.Result)) {
 	s.active.Add(1)
 	defer s.active.Done()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
-	defer stop()
+	ctx, done := s.bound(ctx)
+	defer done()
 	s.run(ctx, tk, r, client, nil, answer)
+}
+
+// bound is ctx, ended also when the service's context ends, with its
+// cause; done lets it go.
+func (s *Service) bound(ctx context.Context) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 // run waits for the ticket's slot, then runs r; started, if set, hears
@@ -191,10 +200,8 @@ func (s *Service) Batch(ctx context.Context, in io.Reader, out io.Writer, o Batc
 	defer s.leaveBatch()
 	s.active.Add(1)
 	defer s.active.Done()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
-	defer stop()
+	ctx, done := s.bound(ctx)
+	defer done()
 	jobs := s.cfg.Concurrency
 	if o.Jobs > 0 && o.Jobs < jobs {
 		jobs = o.Jobs
