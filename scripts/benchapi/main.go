@@ -6,7 +6,9 @@
 //     connections kept alive);
 //   - socket: `microbox exec` through that server's exec socket (a client
 //     process per run, client.c);
-//   - in-process: `MICROBOX_SOCKET= microbox exec` (Go starts per run).
+//   - in-process: `MICROBOX_SOCKET= microbox exec` (Go starts per run);
+//   - http again, to a server admitting 64 runs at once (its
+//     --http-concurrency; the default is the CPUs).
 //
 // The variants take turns in rounds, so that load from outside hits them
 // alike; each round runs a variant's share with c workers. The server
@@ -64,17 +66,19 @@ func main() {
 	defer os.RemoveAll(dir)
 	socket := filepath.Join(dir, "s", "exec.sock")
 	srv, url := startServer(bin, socket)
-	defer func() {
-		srv.Process.Signal(syscall.SIGTERM)
-		srv.Wait()
-	}()
+	defer stopServer(srv)
+	// The same API admitting every client at once, as the socket does:
+	// what the default admission (runs at once = the CPUs) costs or saves.
+	wide, wideURL := startServer(bin, filepath.Join(dir, "w", "exec.sock"), "--http-concurrency", "64")
+	defer stopServer(wide)
 	variants := []variant{
 		{"http", httpRun(url)},
+		{"http, --http-concurrency 64", httpRun(wideURL)},
 		{"socket", execRun(bin, socket)},
 		{"in-process", execRun(bin, "")},
 	}
-	fmt.Printf("## The HTTP API against the exec socket and in-process exec (%s)\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Printf("Produced by `go run ./scripts/benchapi %s`.\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("## The HTTP API against the exec socket and in-process exec\n\n")
+	fmt.Printf("Produced by `go run ./scripts/benchapi %s` on %s.\n\n", strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Printf("- %d CPUs, %s; load average before: %s\n", runtime.NumCPU(), runtime.Version(), loadavg())
 	fmt.Printf("- program `%s` with `--mem 256M --timeout 5s` (the task's `mem` and `timeout` over HTTP); server: `microbox serve --http 127.0.0.1:0 --http-queue 64` (concurrency: the CPUs, warm jails: the CPUs)\n\n", program)
 	for _, f := range strings.Split(*levels, ",") {
@@ -197,10 +201,15 @@ func execRun(bin, socket string) func() error {
 
 var listening = regexp.MustCompile(`serving the HTTP API on (http://\S+)`)
 
-// startServer starts the server and returns it with the API's URL.
-func startServer(bin, socket string) (*exec.Cmd, string) {
+func stopServer(cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+}
+
+// startServer starts a server and returns it with the API's URL.
+func startServer(bin, socket string, args ...string) (*exec.Cmd, string) {
 	check(os.MkdirAll(filepath.Dir(socket), 0o700))
-	cmd := exec.Command(bin, "serve", "--socket", socket, "--http", "127.0.0.1:0", "--http-queue", "64")
+	cmd := exec.Command(bin, append([]string{"serve", "--socket", socket, "--http", "127.0.0.1:0", "--http-queue", "64"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	check(err)
 	check(cmd.Start())
