@@ -489,7 +489,7 @@ func waitHealth(t *testing.T, s *apiServer, ok func(health) bool) {
 // SIGTERM with runs in flight: each caller gets a verdict saying the
 // server stopped, the server exits 0, and nothing is left behind.
 func TestHTTPServerStopsWithRunsInFlight(t *testing.T) {
-	s := startAPI(t)
+	s := startAPI(t, "--http-concurrency", "2")
 	results := make(chan string, 2)
 	for range 2 {
 		go func() {

@@ -67,10 +67,12 @@ func main() {
 	socket := filepath.Join(dir, "s", "exec.sock")
 	srv, url := startServer(bin, socket)
 	defer stopServer(srv)
+	cleanups = append(cleanups, func() { stopServer(srv) })
 	// The same API admitting every client at once, as the socket does:
 	// what the default admission (runs at once = the CPUs) costs or saves.
 	wide, wideURL := startServer(bin, filepath.Join(dir, "w", "exec.sock"), "--http-concurrency", "64")
 	defer stopServer(wide)
+	cleanups = append(cleanups, func() { stopServer(wide) }, func() { os.RemoveAll(dir) })
 	variants := []variant{
 		{"http", httpRun(url)},
 		{"http, --http-concurrency 64", httpRun(wideURL)},
@@ -112,7 +114,11 @@ func measure(variants []variant, c int) {
 			failed[i] += f
 		}
 	}
-	fmt.Printf("### %d concurrent clients (%d runs per variant)\n\n", c, n**rounds)
+	clients := fmt.Sprintf("%d concurrent clients", c)
+	if c == 1 {
+		clients = "1 client"
+	}
+	fmt.Printf("### %s (%d runs per variant)\n\n", clients, n**rounds)
 	fmt.Println("| variant | failed | runs/s | p50 ms | p99 ms | × in-process runs/s |")
 	fmt.Println("|---|--:|--:|--:|--:|--:|")
 	base := float64(len(lat[len(lat)-1])) / busy[len(busy)-1].Seconds()
@@ -244,9 +250,16 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// cleanups stop the servers and remove the directory when check ends the
+// program early.
+var cleanups []func()
+
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
+		for _, c := range cleanups {
+			c()
+		}
 		os.Exit(1)
 	}
 }
