@@ -94,7 +94,6 @@ func (a *API) Serve(ctx context.Context) error {
 		ReadHeaderTimeout: a.cfg.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
 	}
 	fmt.Fprintf(os.Stderr, "microbox: serving the HTTP API on %s\n", describe(a.listener, a.token))
 	served := make(chan error, 1)
