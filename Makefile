@@ -1,4 +1,5 @@
-# microbox: `make` builds bin/microbox; `make test` runs every check CI runs.
+# microbox: `make` builds bin/microbox and bin/microbox-server; `make test`
+# runs every check CI runs.
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
@@ -15,21 +16,29 @@ STAMP = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # A static binary starts faster (no dynamic loader, in the supervisor and
 # again in the jail's init, which is the same binary) and runs in a bare VM.
 # netgo/osusergo keep glibc's NSS out of it.
-STATIC = -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static" -s -w $(STAMP)'
+LDFLAGS = -ldflags '-linkmode external -extldflags "-static" -s -w $(STAMP)'
 
+# Two binaries of one package: bin/microbox, lean (every exec starts it),
+# and bin/microbox-server (-tags server: the HTTP API, metrics and MCP,
+# whose libraries would cost every exec's start), which `microbox serve`
+# and `microbox mcp` start from beside bin/microbox.
 build:
-	$(GO) build $(STATIC) -o bin/microbox ./cmd/microbox
+	$(GO) build -tags netgo,osusergo $(LDFLAGS) -o bin/microbox ./cmd/microbox
+	$(GO) build -tags netgo,osusergo,server $(LDFLAGS) -o bin/microbox-server ./cmd/microbox
 
-# install: bin/microbox to $(DESTDIR)$(PREFIX)/bin (packagers set DESTDIR).
+# install: both binaries to $(DESTDIR)$(PREFIX)/bin (packagers set
+# DESTDIR), side by side as `microbox serve` looks for the server build.
 PREFIX ?= /usr/local
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 bin/microbox $(DESTDIR)$(PREFIX)/bin/microbox
+	install -m 0755 bin/microbox-server $(DESTDIR)$(PREFIX)/bin/microbox-server
 
-# check: formatting and vet, cheap and first.
+# check: formatting and vet (both builds), cheap and first.
 check:
 	@fmt="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags server ./cmd/microbox
 
 # unit: the Go tests, integration tests included (they need root or
 # unprivileged user namespaces); then exec's suite again, every run going
@@ -50,11 +59,14 @@ humaneval: build
 	$(GO) run ./scripts/humaneval -microbox bin/microbox labeled
 
 # python-test: the Python client (python/) with the system python3's
-# unittest, against bin/microbox; `microbox batch` and `microbox eval` are
-# tested by unit (cmd/microbox/batch_test.go, eval_test.go; internal/batch,
-# internal/eval, whose judge test runs the client's judge with python3).
+# unittest, against bin/microbox, then its suite again with every
+# execute_code sent to a `microbox serve --http` (the direct path);
+# `microbox batch` and `microbox eval` are tested by unit
+# (cmd/microbox/batch_test.go, eval_test.go; internal/batch, internal/eval,
+# whose judge test runs the client's judge with python3).
 python-test: build
 	MICROBOX=$(CURDIR)/bin/microbox /usr/bin/python3 -m unittest discover -s python/tests -v
+	MICROBOX_TEST_SERVER=1 MICROBOX=$(CURDIR)/bin/microbox /usr/bin/python3 -m unittest discover -s python/tests -p test_client.py -v
 
 # test-v2: the cgroup v2 suite inside a VM that boots Debian's own kernel
 # under qemu (scripts/vmtest; scripts/deps installs qemu and fetches the

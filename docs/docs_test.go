@@ -5,9 +5,11 @@
 package docs_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,12 +223,22 @@ func TestDocumentedCommands(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "bin", "microbox")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/microbox")
-	build.Dir = abs
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/microbox: %v\n%s", err, out)
+	// Both builds, as make leaves them: serve and mcp start the server's.
+	for _, tags := range []string{"", "server"} {
+		out := bin
+		if tags != "" {
+			out += "-" + tags
+		}
+		build := exec.Command("go", "build", "-tags", tags, "-o", out, "./cmd/microbox")
+		build.Dir = abs
+		if msg, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build -tags %q ./cmd/microbox: %v\n%s", tags, err, msg)
+		}
 	}
 	env := commandEnv(filepath.Dir(bin), filepath.Join(tmp, "cache"))
+	// The HTTP API's examples (docs/http-api.md) go to a server of the
+	// test's own, at $MICROBOX_URL as they say.
+	env = append(env, "MICROBOX_URL="+startServer(t, bin, filepath.Join(tmp, "serve"), env))
 	for _, d := range documents(t) {
 		if d.path == "BENCHMARKS.md" {
 			continue // its commands are the benchmark's, run by scripts/bench
@@ -256,6 +268,39 @@ func commandEnv(binDir, cache string) []string {
 	}
 	return append(env, "MICROBOX_SOCKET=", "XDG_CACHE_HOME="+cache, "PATH="+binDir+":"+os.Getenv("PATH"))
 }
+
+// startServer starts `microbox serve --http 127.0.0.1:0` for the
+// commands, stopped when the test ends, and returns its URL.
+func startServer(t *testing.T, bin, dir string, env []string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--socket", filepath.Join(dir, "exec.sock"), "--http", "127.0.0.1:0", "--warm", "1")
+	cmd.Env = env
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if m := serverURL.FindStringSubmatch(sc.Text()); m != nil {
+			go io.Copy(io.Discard, stderr)
+			return m[1]
+		}
+	}
+	t.Fatalf("microbox serve --http did not start")
+	return ""
+}
+
+var serverURL = regexp.MustCompile(`serving the HTTP API on (http://\S+)`)
 
 func run(t *testing.T, c command, dir, bin string, env []string) {
 	text := binMicrobox.ReplaceAllString(c.text, "${1}"+bin)

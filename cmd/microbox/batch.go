@@ -59,7 +59,9 @@ absent or "-"):
 
   {"id": any JSON, "code": "..." | "file": "path", "stdin": "...", "args": [...],
    "files": {"name": "content"}, "env": {"K": "V"}, "mem": "256M",
-   "timeout": "3s", "cpu_time": "1s", "cpus": 1, "pids": 128, "output_limit": "1M"}
+   "timeout": "3s", "cpu_time": "1s", "cpus": 1, "pids": 128, "output_limit": "1M",
+   "tmpfs_size": "64M", "workdir": "/tmp", "deny_modules": [...], "allow_modules": [...],
+   "guard": "humaneval", "redact": true, "redact_patterns": ["NAME=REGEX"], "max_risk": N}
 
 Unset fields take the values of the flags below (exec's flags, exec's
 defaults). Sizes and durations may also be numbers (bytes, seconds). Each
@@ -130,9 +132,15 @@ func (p *poolFlags) check() error {
 	return usagef("--progress %q: want auto, always or never", p.progress)
 }
 
-// newPool is the pool of workers whose tasks start from base.
-// Its runs go through layers, if any.
-func (p *poolFlags) newPool(base nsjail.Options, layers *policy.Options) (*batch.Pool, error) {
+// newPool is the pool of workers whose tasks start from base and, if
+// given, the policy layers (eval's); the layers a task asks for keep the
+// module policy's bytecode in the user's cache, as exec does.
+func (p *poolFlags) newPool(base nsjail.Options, given *policy.Options) (*batch.Pool, error) {
+	layers := policy.Options{}
+	if given != nil {
+		layers = *given
+	}
+	layers.PID, layers.CacheDir = os.Getpid(), processInvocation().cacheDir()
 	pool, err := batch.NewPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers})
 	return pool, flagError(err)
 }

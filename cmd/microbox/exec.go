@@ -137,6 +137,9 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 		fmt.Fprintf(inv.stderr, "microbox: %v\n", err)
 	}
 	<-gcDone
+	if inv.runs != nil {
+		inv.runs.Verdict(res.Result)
+	}
 	if f.json {
 		writeJSON(inv.stdout, res)
 	} else {
@@ -166,13 +169,17 @@ func zygoteWithLayers(spec *nsjail.Spec) error {
 func (inv *invocation) gcInBackground(spec *nsjail.Spec) <-chan struct{} {
 	done := make(chan struct{})
 	c := spec.Cgroup
-	if c == nil || inv.runs != nil && !inv.runs.StaleGroupsDue(c.Parent) {
+	if c == nil {
 		close(done)
 		return done
 	}
 	go func() {
 		defer close(done)
-		cgroup.GC(c.Parent)
+		if inv.runs != nil {
+			inv.runs.CollectStaleGroups(c.Parent)
+		} else {
+			cgroup.GC(c.Parent)
+		}
 	}()
 	return done
 }
@@ -311,7 +318,8 @@ var flagNames = map[string]string{
 	"Pin": "--pin", "Shard": "--shard", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
 	"Compare": "--compare", "FloatTolerance": "--float-tolerance", "TotalTimeout": "--total-timeout",
 	// serve
-	"Socket": "--socket", "Warm": "--warm",
+	"Socket": "--socket", "Warm": "--warm", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",
+	"HTTPKeep": "--http-keep", "HTTPMaxBody": "--http-max-body",
 }
 
 func flagName(field string) string { return flagNames[field] }

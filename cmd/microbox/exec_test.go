@@ -25,7 +25,10 @@ import (
 	"github.com/microbox/microbox/result"
 )
 
-var microbox string // path of the binary under test
+var (
+	microbox       string // path of the binary under test
+	microboxServer string // and of its server build, beside it
+)
 
 // serveTestEnv, set to 1, runs every test's `microbox exec` through a
 // `microbox serve` (serve.go) started for the suite: `make unit` runs the
@@ -42,12 +45,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Both builds, side by side as make leaves them: `microbox serve`
+	// and `microbox mcp` start the server build from beside microbox.
 	microbox = filepath.Join(dir, "microbox")
-	build := exec.Command("go", "build", "-o", microbox, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build microbox:", err)
-		os.Exit(1)
+	microboxServer = filepath.Join(dir, "microbox-server")
+	for _, b := range []*exec.Cmd{exec.Command("go", "build", "-o", microbox, "."),
+		exec.Command("go", "build", "-tags", "server", "-o", microboxServer, ".")} {
+		b.Stderr = os.Stderr
+		if err := b.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "%v: %v\n", b.Args, err)
+			os.Exit(1)
+		}
 	}
 	// Unless the suite is to go through a server, no test may use one
 	// the host happens to run.

@@ -153,7 +153,7 @@ var commands = []struct {
 }{
 	{"exec", execCommand}, {"serve", serveCommand}, {"gc", own(gcCommand)}, {"batch", own(batchCommand)},
 	{"eval", own(evalCommand)}, {"rootfs", own(rootfsCommand)}, {"doctor", own(doctorCommand)},
-	{"check", own(checkCommand)},
+	{"check", own(checkCommand)}, {"mcp", mcpCommand},
 }
 
 func own(build func() *cobra.Command) func(*invocation) *cobra.Command {

@@ -1,52 +1,64 @@
+//go:build !server
+
 package main
 
-// `microbox serve`: its flags into server.Options; the server
-// (internal/server) hands each client's `microbox exec` to serveExec. The
-// client is client.c.
+// In the default build (bin/microbox), `serve` and `mcp` are the server
+// build's (bin/microbox-server, built with -tags server): net/http,
+// Prometheus's client and the MCP SDK cost every start of a binary that
+// links them milliseconds (BENCHMARKS.md), which every `microbox exec`
+// would pay. Here the two commands start microbox-server in this
+// process's place, with the same arguments, so users type `microbox serve
+// ...` as ever.
 
 import (
-	"context"
-	"runtime"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
-
-	"github.com/microbox/microbox/internal/server"
 )
 
+// serverEnv names the server build's binary, when it is not next to this
+// one.
+const serverEnv = "MICROBOX_SERVER"
+
 func serveCommand(*invocation) *cobra.Command {
-	o := server.Options{Handler: serveExec}
-	c := &cobra.Command{
-		Use:   "serve [--socket PATH]",
-		Short: "Run exec for one-shot callers without a Go start per run",
-		Long: `Listen on a Unix socket and run ` + "`microbox exec`" + ` for callers of the same
-user, who keep calling ` + "`microbox exec`" + ` as before: when the socket exists, exec
-hands its run to this server instead of starting Go (about 9 ms less per run
-in BENCHMARKS.md). The server also keeps --warm jails started ahead in the
-shape of the last run (its cgroup limits and mounts; fresh namespaces, cgroup
-and mounts, each used for one run only), which takes about 3 ms more off a
-run, and it answers before the jail's teardown. Runs, limits and results are
-exactly those of an in-process exec; run cgroups are made under the server's
-cgroup. SIGTERM or SIGINT stop the server and the runs it has under way, and
-it waits for the jails it is starting to end too; a second signal ends it at
-once.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return flagError(server.Serve(o))
-		},
-	}
-	c.Flags().StringVar(&o.Socket, "socket", "", "socket to listen on (default: $"+server.SocketEnv+", else "+server.DefaultSocket+")")
-	c.Flags().IntVar(&o.Warm, "warm", runtime.NumCPU(), "jails to keep started ahead of their runs (0: start each run's jail when it comes)")
-	return c
+	return serverCommand("serve", "Serve exec for one-shot callers, and the HTTP API (microbox-server)")
 }
 
-// serveExec runs a client's `microbox exec` exactly as the client would
-// have run it in-process, in the client's world: its descriptors,
-// directory, environment and pid, its end as the run's end, and the
-// server's jails.
-func serveExec(ctx context.Context, req *server.Request, runs *server.Session) int {
-	inv := &invocation{
-		stdin: req.Stdin, stdinReader: req.StdinReader, stdout: req.Stdout, stderr: req.Stderr,
-		dir: req.Dir, clientPID: req.PID, getenv: req.Getenv, ctx: ctx, runs: runs,
+func mcpCommand(*invocation) *cobra.Command {
+	return serverCommand("mcp", "Serve the run_python tool to an agent over MCP on stdio (microbox-server)")
+}
+
+// serverCommand is a command of the server build's, which it starts.
+func serverCommand(name, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:                name,
+		Short:              short,
+		DisableFlagParsing: true, // every flag, --help too, is the server build's
+		RunE: func(_ *cobra.Command, args []string) error {
+			return execServer(name, args)
+		},
 	}
-	return inv.run(req.Args, []*cobra.Command{execCommand(inv)})
+}
+
+// execServer replaces this process with microbox-server's command name:
+// $MICROBOX_SERVER, else the microbox-server beside this binary.
+func execServer(name string, args []string) error {
+	path := os.Getenv(serverEnv)
+	if path == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return usagef("microbox %s: find this binary's directory: %v; name microbox-server with $%s", name, err, serverEnv)
+		}
+		path = filepath.Join(filepath.Dir(self), "microbox-server")
+	}
+	err := syscall.Exec(path, append([]string{path, name}, args...), os.Environ())
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return usagef("microbox %s is in microbox-server, the server build: %s: %v; build it with make (bin/microbox-server), install it beside microbox (make install), or name it with $%s",
+		name, path, err, serverEnv)
 }

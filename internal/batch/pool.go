@@ -11,6 +11,8 @@ import (
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/internal/policy"
+	"github.com/microbox/microbox/internal/policy/redact"
+	"github.com/microbox/microbox/internal/policy/risk"
 	"github.com/microbox/microbox/internal/zygote"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
@@ -46,11 +48,14 @@ func (it *Item) Label() string {
 }
 
 // Result is one line of batch output: exec's JSON result, after the
-// task's id and input line.
+// task's id and input line, with what the policy layers add after it (as
+// policy.Result has them).
 type Result struct {
 	ID   json.RawMessage `json:"id"`
 	Line int             `json:"line,omitempty"`
 	*result.Result
+	Redactions []redact.Redaction `json:"redactions,omitempty"`
+	Risk       *risk.Report       `json:"risk,omitempty"`
 }
 
 // PoolOptions size a pool.
@@ -60,15 +65,24 @@ type PoolOptions struct {
 	// Pin gives each worker's runs a CPU of their own, when Jobs is at
 	// most the CPUs this process may use.
 	Pin bool
-	// Layers, if set, are the policy layers every run goes through
-	// (checked by the caller); a task's Source is the program they judge.
-	Layers *policy.Options
+	// Layers are the policy layers' settings every task starts from
+	// (the cache directory of the module policy's bytecode, the audit
+	// log).
+	Layers policy.Options
+	// Run, if set, runs every task's spec (a server's jails) instead of
+	// a spawner per worker; Pin is then ignored.
+	Run policy.Runner
+	// Remote tasks came over the network: they may not name host files
+	// (Task.CheckRemote).
+	Remote bool
 }
 
 // Pool runs items on a fixed number of workers.
 type Pool struct {
 	base   nsjail.Options // prepared
-	layers *policy.Options
+	layers policy.Options
+	run    policy.Runner // nil: a spawner per worker
+	remote bool
 	jobs   int
 	cpus   []int // with Pin, worker i's runs go to cpus[i]
 }
@@ -77,10 +91,13 @@ type Pool struct {
 // has prepared. Runs whose microbox died earlier leave cgroups behind,
 // which are removed once here, not before every run.
 func NewPool(base nsjail.Options, o PoolOptions) (*Pool, error) {
+	p := &Pool{base: base, layers: o.Layers, run: o.Run, remote: o.Remote, jobs: o.Jobs}
+	if o.Run != nil {
+		return p, nil // the runner's owner collects stale groups
+	}
 	if !base.NoCgroup {
 		cgroup.GC(base.CgroupParent)
 	}
-	p := &Pool{base: base, layers: o.Layers, jobs: o.Jobs}
 	if o.Pin {
 		cpus, err := allowedCPUs()
 		if err != nil {
@@ -125,25 +142,28 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 	var wg sync.WaitGroup
 	for w := range p.jobs {
 		wg.Go(func() {
-			if p.cpus != nil {
-				pinWorker(p.cpus[w])
-			}
-			// A spawner per worker, started from its thread: a jail then
-			// costs a clone rather than an exec of microbox. If it cannot
-			// start, each run tries on its own and reports why.
-			sp, err := nsjail.NewSpawner()
-			var zygotes *zygote.Pool
-			if err == nil {
-				defer sp.Close()
-				// Templates of the worker's own, which its CPU's runs
-				// fork from; each run forks its child when it comes.
-				if p.base.Zygote {
-					zygotes = zygote.New(sp, zygote.Config{Templates: 2})
-					defer zygotes.Close()
+			run := p.run
+			if run == nil {
+				if p.cpus != nil {
+					pinWorker(p.cpus[w])
+				}
+				// A spawner per worker, started from its thread: a jail
+				// then costs a clone rather than an exec of microbox. If
+				// it cannot start, each run tries on its own and reports
+				// why.
+				run = nsjail.Run
+				if sp, err := nsjail.NewSpawner(); err == nil {
+					defer sp.Close()
+					run = sp.Run
+					if p.base.Zygote {
+						zygotes := zygote.New(sp, zygote.Config{Templates: 2})
+						defer zygotes.Close()
+						run = forkOrRun(zygotes, sp)
+					}
 				}
 			}
 			for it := range todo {
-				p.runItem(ctx, it, sp, zygotes)
+				p.runItem(ctx, it, run)
 				done <- it
 			}
 		})
@@ -153,6 +173,18 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 		close(done)
 	}()
 	return done
+}
+
+// forkOrRun runs a spec that asks for a zygote in a child of the
+// worker's own templates (its CPU's, with Pin), each forked when its run
+// comes; any other with the spawner.
+func forkOrRun(zygotes *zygote.Pool, sp *nsjail.Spawner) policy.Runner {
+	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
+		if s.Zygote == nil {
+			return sp.Run(ctx, s)
+		}
+		return nsjail.Settle(zygotes.Run(ctx, s))
+	}
 }
 
 // pinWorker ties the calling goroutine to its OS thread and that thread to
@@ -168,9 +200,9 @@ func pinWorker(cpu int) {
 	unix.SchedSetaffinity(0, &set)
 }
 
-// runItem decodes and runs one task with the spawner sp (nil: one of its
-// own); a task that cannot run gets a sandbox_error result saying why.
-func (p *Pool) runItem(ctx context.Context, it *Item, sp *nsjail.Spawner, zygotes *zygote.Pool) {
+// runItem decodes and runs one task with run; a task that cannot run
+// gets a sandbox_error result saying why.
+func (p *Pool) runItem(ctx context.Context, it *Item, run policy.Runner) {
 	if ctx.Err() != nil {
 		it.Skipped = true
 		return
@@ -183,45 +215,20 @@ func (p *Pool) runItem(ctx context.Context, it *Item, sp *nsjail.Spawner, zygote
 		id = t.ID
 	}
 	it.Result = &Result{ID: id, Line: it.Line}
-	var s *nsjail.Spec
+	var r *Run
+	if err == nil && p.remote {
+		err = t.CheckRemote()
+	}
 	if err == nil {
-		s, err = taskSpec(p.base, t)
+		r, err = Prepare(ctx, p.base, p.layers, t)
 	}
 	if err != nil {
-		var name func(string) string // no task: no field to name
-		if t != nil {
-			name = t.fieldNames(p.base.FieldNames)
-		}
-		it.Result.Result = result.SandboxError(field.Message(err, name))
+		it.Result.Result = result.SandboxError(err.Error())
 	} else {
-		it.Result.Result = p.run(ctx, t, s, sp, zygotes)
+		res := r.Execute(ctx, run)
+		it.Result.Result, it.Result.Redactions, it.Result.Risk = res.Result, res.Redactions, res.Risk
 	}
 	if it.Result.Seccomp == "" { // a spec refused before the jail was made
 		it.Result.Seccomp = p.base.SeccompMode()
 	}
-}
-
-// run runs a task's spec with the spawner sp (nil: one of its own),
-// through the pool's policy layers if it has them.
-func (p *Pool) run(ctx context.Context, t *Task, s *nsjail.Spec, sp *nsjail.Spawner, zygotes *zygote.Pool) *result.Result {
-	run := nsjail.Run
-	switch {
-	case zygotes != nil && s.Zygote != nil:
-		run = func(ctx context.Context, s *nsjail.Spec) *result.Result { return nsjail.Settle(zygotes.Run(ctx, s)) }
-	case sp != nil:
-		run = sp.Run
-	}
-	if p.layers == nil {
-		return run(ctx, s)
-	}
-	o := *p.layers
-	if t.Source != nil {
-		o.Source = []byte(*t.Source)
-	}
-	ly, err := o.Prepare(ctx, p.base, s)
-	if err != nil {
-		return result.SandboxError(field.Message(err, p.base.FieldNames))
-	}
-	res, _ := ly.Run(ctx, run, s) // an audit line it could not write is the result's error
-	return res.Result
 }

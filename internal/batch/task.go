@@ -43,8 +43,22 @@ type Task struct {
 	CPUs        *float64          `json:"cpus"`
 	Pids        *int64            `json:"pids"`
 	OutputLimit *Quantity         `json:"output_limit"`
-	// Source is the program the pool's policy layers judge, when Code is
-	// a harness that runs it; set in Go, never from a task line.
+	TmpfsSize   *Quantity         `json:"tmpfs_size"`
+	Workdir     *string           `json:"workdir"`
+	// The policy layers (package policy), as exec's flags of the same
+	// names set them.
+	DenyModules    []string `json:"deny_modules"`
+	AllowModules   []string `json:"allow_modules"`
+	Guard          *string  `json:"guard"`
+	Redact         *bool    `json:"redact"`
+	RedactPatterns []string `json:"redact_patterns"`
+	MaxRisk        *int     `json:"max_risk"`
+	// Zygote and Preload: the run forks from a warm interpreter with
+	// these modules imported (docs/zygote.md), as --zygote and --preload.
+	Zygote  *bool    `json:"zygote"`
+	Preload []string `json:"preload"`
+	// Source is the program the policy layers judge, when Code is a
+	// harness that runs it (eval's); set in Go, never from a task line.
 	Source *string `json:"-"`
 }
 
@@ -98,13 +112,20 @@ func (q *Quantity) size(name string) (int64, error) {
 	return int64(n), nil
 }
 
+// DecodeTask parses one task, as one input line of a batch holds it: see
+// decodeTask.
+func DecodeTask(line []byte) (*Task, error) {
+	t, _, err := decodeTask(line)
+	return t, err
+}
+
 // decodeTask parses one input line strictly: one JSON object, known
 // fields only (a misspelt limit must not silently fall back to the
 // default). The id is returned even when the rest is invalid, so that the
 // error result can be matched to its task.
 func decodeTask(line []byte) (*Task, json.RawMessage, error) {
 	invalid := func(err error) error {
-		return fmt.Errorf("not a valid task: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return badInput(fmt.Errorf("not a valid task: %s", strings.TrimPrefix(err.Error(), "json: ")))
 	}
 	var value json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -131,7 +152,18 @@ func decodeTask(line []byte) (*Task, json.RawMessage, error) {
 var taskKeys = map[string]string{
 	"Code": "code", "File": "file", "Args": "args", "Files": "files", "Env": "env",
 	"Memory": "mem", "Timeout": "timeout", "CPUTime": "cpu_time", "CPUs": "cpus",
-	"Pids": "pids", "OutputLimit": "output_limit",
+	"Pids": "pids", "OutputLimit": "output_limit", "TmpfsSize": "tmpfs_size", "Workdir": "workdir",
+	"DenyModules": "deny_modules", "AllowModules": "allow_modules", "Guard": "guard",
+	"Redact": "redact", "RedactPatterns": "redact_patterns", "MaxRisk": "max_risk",
+}
+
+// TaskKey is the task's key for a field of Options or of policy.Options,
+// quoted as errors spell it; "" if a task cannot set the field.
+func TaskKey(field string) string {
+	if k, ok := taskKeys[field]; ok {
+		return `"` + k + `"`
+	}
+	return ""
 }
 
 // fieldNames spells a field of Options in the task's errors: as the
@@ -142,11 +174,13 @@ func (t *Task) fieldNames(base func(string) string) func(string) string {
 		"Code": true, "File": true, "Args": t.Args != nil, "Files": t.Files != nil,
 		"Env": t.Env != nil, "Memory": t.Mem != nil, "Timeout": t.Timeout != nil,
 		"CPUTime": t.CPUTime != nil, "CPUs": t.CPUs != nil, "Pids": t.Pids != nil,
-		"OutputLimit": t.OutputLimit != nil,
+		"OutputLimit": t.OutputLimit != nil, "TmpfsSize": t.TmpfsSize != nil, "Workdir": t.Workdir != nil,
+		"DenyModules": t.DenyModules != nil, "AllowModules": t.AllowModules != nil, "Guard": t.Guard != nil,
+		"Redact": t.Redact != nil, "RedactPatterns": t.RedactPatterns != nil, "MaxRisk": t.MaxRisk != nil,
 	}
 	return func(f string) string {
 		if set[f] {
-			return `"` + taskKeys[f] + `"`
+			return TaskKey(f)
 		}
 		if base == nil {
 			return ""
@@ -158,6 +192,15 @@ func (t *Task) fieldNames(base func(string) string) func(string) string {
 // taskSpec applies a task to a copy of the base options and returns its
 // run's Spec.
 func taskSpec(base nsjail.Options, t *Task) (*nsjail.Spec, error) {
+	o, err := taskOptions(base, t)
+	if err != nil {
+		return nil, err
+	}
+	return o.Spec()
+}
+
+// taskOptions are a copy of the base options with the task applied.
+func taskOptions(base nsjail.Options, t *Task) (nsjail.Options, error) {
 	o := base
 	o.FieldNames = t.fieldNames(base.FieldNames)
 	o.Env = slices.Clone(base.Env)
@@ -165,23 +208,32 @@ func taskSpec(base nsjail.Options, t *Task) (*nsjail.Spec, error) {
 	o.Code, o.Args = t.Code, t.Args
 	if t.File != nil {
 		if *t.File == "" {
-			return nil, errors.New(`"file" is empty: give the path of an existing file`)
+			return o, badInput(errors.New(`"file" is empty: give the path of an existing file`))
 		}
 		o.File = *t.File
 	}
+	if t.Workdir != nil {
+		o.Workdir = *t.Workdir // before the files, which go there
+	}
 	if err := taskFiles(&o, t.Files); err != nil {
-		return nil, err
+		return o, badInput(err)
 	}
 	if err := taskEnv(&o, t.Env); err != nil {
-		return nil, err
+		return o, badInput(err)
 	}
 	if err := taskLimits(&o, t); err != nil {
-		return nil, err
+		return o, err
 	}
 	if t.Stdin != nil {
 		o.Stdin = strings.NewReader(*t.Stdin)
 	}
-	return o.Spec()
+	if t.Zygote != nil {
+		o.Zygote = *t.Zygote
+	}
+	if t.Preload != nil {
+		o.Preload = t.Preload
+	}
+	return o, nil
 }
 
 // taskFiles adds the task's files: a relative name is put in the working
@@ -224,6 +276,7 @@ func taskLimits(o *nsjail.Options, t *Task) error {
 	}{
 		{t.Timeout, "Timeout", &o.Timeout, nil}, {t.CPUTime, "CPUTime", &o.CPUTime, nil},
 		{t.OutputLimit, "OutputLimit", nil, &o.OutputLimit}, {t.Mem, "Memory", nil, &o.Memory},
+		{t.TmpfsSize, "TmpfsSize", nil, &o.TmpfsSize},
 	} {
 		switch {
 		case q.q == nil:

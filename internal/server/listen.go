@@ -12,6 +12,10 @@ import (
 	"github.com/microbox/microbox/field"
 )
 
+// Listen makes a socket at path as the server's own (listen): the HTTP
+// API's, when it is served on a Unix socket.
+func Listen(path string) (*net.UnixListener, error) { return listen(path) }
+
 // listen makes the socket, readable and writable by its owner only, in a
 // directory nobody else can write: otherwise another user could put a
 // socket of theirs in its place and read every caller's programs.

@@ -84,6 +84,13 @@ func (p *pool) take(shape nsjail.Shape) *nsjail.Jail {
 	return nil
 }
 
+// readyCount is how many jails wait for a run.
+func (p *pool) readyCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+
 // closeLater closes a jail in the background; mu is held.
 func (p *pool) closeLater(j *nsjail.Jail) {
 	p.background.Add(1)

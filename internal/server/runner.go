@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/internal/zygote"
 	"github.com/microbox/microbox/nsjail"
@@ -14,14 +15,41 @@ import (
 
 // A Runner runs a long-lived server's specs, whatever front end received
 // them: in jails one spawner starts, some of them ahead of their runs
-// (pool.go), or forked from zygotes' templates (internal/zygote), answering before each jail is torn down, and collecting the
-// groups of killed runs at most once a minute (stalegroups.go). Each
-// request's runs are a Session.
+// (pool.go), or forked from zygotes' templates (internal/zygote);
+// answering before each jail is torn down, and collecting the groups of
+// killed runs at most once a minute (stalegroups.go). Each request's runs
+// are a Session.
 type Runner struct {
-	spawner *nsjail.Spawner
-	jails   *pool
-	zygotes *zygote.Pool // for runs that ask for one (nsjail.Spec.Zygote)
-	stale   staleGroups
+	spawner  *nsjail.Spawner
+	jails    *pool
+	zygotes  *zygote.Pool // for runs that ask for one (nsjail.Spec.Zygote)
+	stale    staleGroups
+	observer Observer
+}
+
+// An Observer hears of a runner's verdicts and collections, for a
+// server's metrics; its methods must be quick and safe for concurrent use.
+type Observer interface {
+	// Verdict is the result a caller got from a run of the runner.
+	Verdict(r *result.Result)
+	// StaleGroupsCollected counts the groups of killed runs removed.
+	StaleGroupsCollected(n int)
+}
+
+// Observe sets the runner's observer; call it before the first session.
+func (r *Runner) Observe(o Observer) { r.observer = o }
+
+// Stats are what a runner holds now.
+type Stats struct {
+	// ReadyJails are the jails started ahead and waiting for a run.
+	ReadyJails int
+	// Zygotes are the zygotes' templates and their runs so far.
+	Zygotes zygote.Stats
+}
+
+// Stats reports the runner's state.
+func (r *Runner) Stats() Stats {
+	return Stats{ReadyJails: r.jails.readyCount(), Zygotes: r.zygotes.Stats()}
 }
 
 // NewRunner starts the jail spawner, and a pool that keeps warm jails
@@ -86,11 +114,27 @@ func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 	return res
 }
 
-// StaleGroupsDue reports whether a run under the cgroup parent is to
-// collect the groups of killed runs (cgroup.GC) as it goes: a server does
-// it at most once a minute per parent, not with every run.
-func (s *Session) StaleGroupsDue(parent string) bool {
-	return s.runner.stale.due(parent)
+// CollectStaleGroups removes the groups of killed runs under the cgroup
+// parent (cgroup.GC), if it is time: a server does it at most once a
+// minute per parent, not with every run. It never touches a live run's
+// group, and may go on while the session's run does.
+func (s *Session) CollectStaleGroups(parent string) {
+	if !s.runner.stale.due(parent) {
+		return
+	}
+	removed, _ := cgroup.GC(parent)
+	if s.runner.observer != nil && len(removed) > 0 {
+		s.runner.observer.StaleGroupsCollected(len(removed))
+	}
+}
+
+// Verdict tells the runner's observer the result the session's caller
+// got: the run's, with what the layers above it made of it (a program
+// the risk check refused never reaches Run).
+func (s *Session) Verdict(r *result.Result) {
+	if s.runner.observer != nil && r != nil {
+		s.runner.observer.Verdict(r)
+	}
 }
 
 // End finishes the session once its caller has the answer: the runs'

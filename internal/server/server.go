@@ -57,27 +57,55 @@ type Options struct {
 	// DefaultSocket.
 	Socket string
 	// Warm is how many jails to keep started ahead of their runs
-	// (NewRunner).
+	// (NewRunner), when Runner is nil.
 	Warm int
+	// Runner, if set, runs the server's specs (the caller closes it once
+	// Serve has returned); nil: Serve makes one of Warm jails.
+	Runner *Runner
 	// Handler runs each request.
 	Handler Handler
+	// FrontEnds are other ways in (the HTTP API), served beside the
+	// socket with the same runner; they stop with it.
+	FrontEnds []FrontEnd
 }
 
-// Serve listens on the socket until SIGTERM or SIGINT, then ends the runs
-// under way and the ready jails, and removes the socket.
+// A FrontEnd is another way in to a server's runner (the same Runner as
+// Options.Runner): Serve serves until ctx ends, then returns once the
+// runs it started have ended. An error before ctx ends stops the whole
+// server.
+type FrontEnd interface {
+	Serve(ctx context.Context) error
+}
+
+// Serve listens on the socket, and serves the front ends, until SIGTERM
+// or SIGINT (or a front end's failure), then ends the runs under way and
+// the ready jails, and removes the socket.
 func Serve(o Options) error {
 	path := o.socket()
-	runner, err := NewRunner(o.Warm)
-	if err != nil {
-		return err
+	runner := o.Runner
+	if runner == nil {
+		var err error
+		if runner, err = NewRunner(o.Warm); err != nil {
+			return err
+		}
+		defer runner.Close() // after the runs: a spawner's failure is no one's to hear
 	}
-	defer runner.Close() // after the runs: a spawner's failure is no one's to hear
 	l, err := listen(path)
 	if err != nil {
 		return err
 	}
-	ctx, stop := interrupt.Context(context.Background())
+	signals, stop := interrupt.Context(context.Background())
 	defer stop()
+	ctx, cancel := context.WithCancelCause(signals)
+	defer cancel(nil)
+	var frontEnds sync.WaitGroup
+	for _, fe := range o.FrontEnds {
+		frontEnds.Go(func() {
+			if err := fe.Serve(ctx); err != nil {
+				cancel(err)
+			}
+		})
+	}
 	go func() {
 		<-ctx.Done()
 		l.Close() // ends Accept below
@@ -90,6 +118,10 @@ func Serve(o Options) error {
 	// or closed.
 	stop()
 	s.conns.Wait()
+	frontEnds.Wait()
+	if err := context.Cause(ctx); signals.Err() == nil {
+		return err // a front end failed
+	}
 	return nil
 }
 

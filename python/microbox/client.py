@@ -22,6 +22,7 @@ __all__ = [
     "MicroboxError",
     "check_correctness",
     "execute_code",
+    "execute_code_async",
     "find_microbox",
     "run_batch",
 ]
@@ -170,6 +171,7 @@ def execute_code(
     timeout: float = 5.0,
     maximum_memory_bytes: Optional[int] = 256 * 1024 * 1024,
     microbox: Optional[str] = None,
+    server: Optional[str] = None,
     **limits: Any
 ) -> ExecutionResult:
     """Run code in a fresh sandbox and return how it ended.
@@ -185,7 +187,15 @@ def execute_code(
 
     Raises MicroboxError only when microbox itself cannot be run or refuses
     the options; a program that fails is reported in the result.
+
+    With a server (server="http://HOST:PORT" or "unix:/PATH", else
+    $MICROBOX_URL, unless microbox= names a binary), the run goes to its
+    HTTP API directly, with no process started here (see "Direct to a
+    server" below).
     """
+    url = _server_url(server, microbox)
+    if url:
+        return _run_direct(url, code, timeout, maximum_memory_bytes, limits)
     task = _task(code, timeout, maximum_memory_bytes, limits)
     wait = (timeout or 0) + (limits.get("cpu_time") or 0) + _GRACE_SECONDS
     results = list(run_batch([task], jobs=1, microbox=microbox, _wait=wait, **_split(limits)))
@@ -482,3 +492,262 @@ def _check_tests(mode: str, problem: Dict[str, Any], completion: str, timeout: f
             raise MicroboxError("microbox eval %s failed (exit %s): %s" % (mode, proc.returncode, proc.stderr.decode("utf-8", "replace").strip()))
         with open(results, encoding="utf-8") as f:
             return json.loads(f.readline())["tests"]
+
+
+# Direct to a server: `microbox serve --http ADDR` runs tasks posted to
+# POST /v1/runs (the batch task format) and answers exec's JSON result, so
+# a run costs no process here. ADDR is http://HOST:PORT or unix:/PATH;
+# $MICROBOX_TOKEN is sent as the bearer token when set. A full server
+# (429) is waited for and retried within the run's own time budget.
+
+import asyncio  # noqa: E402
+import http.client  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+import urllib.parse  # noqa: E402
+import weakref  # noqa: E402
+
+# The options a task takes besides _TASK_FIELDS: exec's flags of the same
+# names, per run. Every other flag (seccomp, rootfs, no_cgroup, ...) is
+# the server's to set, for all its runs.
+_DIRECT_FIELDS = ("mem", "tmpfs_size", "workdir", "deny_modules", "allow_modules", "guard", "redact",
+                  "redact_patterns", "max_risk")
+
+
+def _server_url(server: Optional[str], microbox: Optional[str]) -> Optional[str]:
+    """The server to send runs to: server, else $MICROBOX_URL unless a
+    binary was named explicitly; None for the subprocess path."""
+    if server:
+        return server
+    if microbox:
+        return None
+    return os.environ.get("MICROBOX_URL") or None
+
+
+def _direct_task(code: str, timeout: Optional[float], maximum_memory_bytes: Optional[int],
+                 limits: Dict[str, Any]) -> Dict[str, Any]:
+    """The task of a direct run; an option only the server may set raises."""
+    task = _task(code, timeout, maximum_memory_bytes, limits)
+    for key, value in _split(limits).items():
+        if value is None:
+            continue
+        if key not in _DIRECT_FIELDS:
+            flag = "--" + key.replace("_", "-")
+            raise MicroboxError("option %s (%s) is the server's to set, for all its runs (microbox serve %s ...), "
+                                "not a run's; drop it or run without a server" % (key, flag, flag))
+        if key in ("deny_modules", "allow_modules") and isinstance(value, str):
+            value = [m for m in value.split(",") if m]
+        if key == "redact_patterns" and isinstance(value, str):
+            value = [value]
+        task[key] = value
+    return task
+
+
+def _wait_budget(timeout: Optional[float], limits: Dict[str, Any]) -> float:
+    return (timeout or 0) + (limits.get("cpu_time") or 0) + _GRACE_SECONDS
+
+
+def _endpoint(url: str):
+    """(unix socket path or None, host, port) of a server address."""
+    if url.startswith("unix:"):
+        return url[len("unix:"):], "localhost", None
+    parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise MicroboxError("server %r: give http://HOST:PORT or unix:/PATH (put TLS in front of the server, "
+                            "and reach it over http here through a local proxy)" % url)
+    return None, parts.hostname, parts.port or 80
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a Unix socket."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
+_connections = threading.local()
+
+
+def _connection(url: str, wait: float) -> http.client.HTTPConnection:
+    """This thread's kept-alive connection to url."""
+    pool = getattr(_connections, "pool", None)
+    if pool is None:
+        pool = _connections.pool = {}
+    conn = pool.get(url)
+    if conn is None:
+        path, host, port = _endpoint(url)
+        conn = _UnixHTTPConnection(path, wait) if path else http.client.HTTPConnection(host, port, timeout=wait)
+        pool[url] = conn
+    conn.timeout = wait
+    if conn.sock is not None:
+        conn.sock.settimeout(wait)
+    return conn
+
+
+def _headers(body: bytes) -> Dict[str, str]:
+    h = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    token = os.environ.get("MICROBOX_TOKEN")
+    if token:
+        h["Authorization"] = "Bearer " + token
+    return h
+
+
+def _answer(status: int, body: bytes, url: str) -> Optional[ExecutionResult]:
+    """The result of an answer; None for 429 (try again). A task the
+    server refuses (400) is a sandbox_error result, as microbox batch gives
+    one; any other refusal raises."""
+    try:
+        obj = json.loads(body.decode("utf-8"))
+    except ValueError:
+        raise MicroboxError("server %s answered %d with no JSON: %r" % (url, status, body[:200]))
+    if status == 200:
+        return ExecutionResult.from_json(obj)
+    if status == 429:
+        return None
+    if status == 400:
+        return ExecutionResult.from_json({"status": "sandbox_error", "error": obj.get("error"), "wall_time_ms": 0.0})
+    raise MicroboxError("server %s refused the run (%d): %s" % (url, status, obj.get("error", obj)))
+
+
+def _retry_after(headers) -> float:
+    try:
+        return max(0.05, min(float(headers.get("Retry-After") or 1), 5.0))
+    except ValueError:
+        return 1.0
+
+
+def _run_direct(url: str, code: str, timeout: Optional[float], maximum_memory_bytes: Optional[int],
+                limits: Dict[str, Any]) -> ExecutionResult:
+    body = json.dumps(_direct_task(code, timeout, maximum_memory_bytes, limits)).encode("utf-8")
+    wait = _wait_budget(timeout, limits)
+    deadline = time.monotonic() + wait
+    while True:
+        conn = _connection(url, wait)
+        try:
+            conn.request("POST", "/v1/runs", body, _headers(body))
+            resp = conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise MicroboxError("server %s: %s" % (url, e))
+        result = _answer(resp.status, data, url)
+        if result is not None:
+            return result
+        pause = _retry_after(resp.headers)
+        if time.monotonic() + pause > deadline:
+            raise MicroboxError("server %s stayed busy (429) for %.0f s" % (url, wait))
+        time.sleep(pause)
+
+
+# asyncio: the same runs without a thread each. Each event loop has one
+# semaphore per concurrency bound, so that at most that many runs are in
+# flight however many coroutines call.
+_semaphores = weakref.WeakKeyDictionary()  # type: weakref.WeakKeyDictionary
+
+
+def _semaphore(concurrency: Optional[int]) -> asyncio.Semaphore:
+    n = concurrency or int(os.environ.get("MICROBOX_CONCURRENCY") or 0) or os.cpu_count() or 1
+    loop = asyncio.get_event_loop()
+    per_loop = _semaphores.setdefault(loop, {})
+    if n not in per_loop:
+        per_loop[n] = asyncio.Semaphore(n)
+    return per_loop[n]
+
+
+async def execute_code_async(
+    code: str,
+    timeout: float = 5.0,
+    maximum_memory_bytes: Optional[int] = 256 * 1024 * 1024,
+    microbox: Optional[str] = None,
+    server: Optional[str] = None,
+    concurrency: Optional[int] = None,
+    **limits: Any
+) -> ExecutionResult:
+    """execute_code for asyncio: await it from many coroutines; at most
+    concurrency runs (default $MICROBOX_CONCURRENCY, else the CPUs) are in
+    flight at once, the others wait their turn. With a server the run is
+    one HTTP request on the event loop; without one, a `microbox batch`
+    subprocess of the event loop's."""
+    async with _semaphore(concurrency):
+        url = _server_url(server, microbox)
+        if url:
+            return await _run_direct_async(url, code, timeout, maximum_memory_bytes, limits)
+        return await _run_subprocess_async(code, timeout, maximum_memory_bytes, microbox, limits)
+
+
+async def _run_direct_async(url: str, code: str, timeout: Optional[float], maximum_memory_bytes: Optional[int],
+                            limits: Dict[str, Any]) -> ExecutionResult:
+    body = json.dumps(_direct_task(code, timeout, maximum_memory_bytes, limits)).encode("utf-8")
+    wait = _wait_budget(timeout, limits)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            status, headers, data = await asyncio.wait_for(_post_async(url, "/v1/runs", body), wait)
+        except (OSError, asyncio.TimeoutError, ValueError) as e:
+            raise MicroboxError("server %s: %s" % (url, e or "no answer in %.0f s" % wait))
+        result = _answer(status, data, url)
+        if result is not None:
+            return result
+        pause = _retry_after(headers)
+        if time.monotonic() + pause > deadline:
+            raise MicroboxError("server %s stayed busy (429) for %.0f s" % (url, wait))
+        await asyncio.sleep(pause)
+
+
+async def _post_async(url: str, target: str, body: bytes):
+    """One HTTP/1.1 POST on a connection of its own: (status, headers,
+    body). The server sends every answer with its Content-Length."""
+    path, host, port = _endpoint(url)
+    if path:
+        reader, writer = await asyncio.open_unix_connection(path)
+    else:
+        reader, writer = await asyncio.open_connection(host, port)
+    try:
+        head = "POST %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n" % (target, host if not port else "%s:%d" % (host, port))
+        head += "".join("%s: %s\r\n" % kv for kv in _headers(body).items()) + "\r\n"
+        writer.write(head.encode("latin-1") + body)
+        await writer.drain()
+        status_line = (await reader.readline()).decode("latin-1").split(" ", 2)
+        if len(status_line) < 2 or not status_line[0].startswith("HTTP/"):
+            raise ValueError("not an HTTP answer: %r" % status_line)
+        headers = {}
+        while True:
+            line = (await reader.readline()).decode("latin-1").strip()
+            if not line:
+                break
+            name, _, value = line.partition(":")
+            headers[name.strip().title()] = value.strip()
+        if "Content-Length" in headers:
+            data = await reader.readexactly(int(headers["Content-Length"]))
+        else:
+            data = await reader.read()
+        return int(status_line[1]), headers, data
+    finally:
+        writer.close()
+
+
+async def _run_subprocess_async(code: str, timeout: Optional[float], maximum_memory_bytes: Optional[int],
+                                microbox: Optional[str], limits: Dict[str, Any]) -> ExecutionResult:
+    """One task through `microbox batch`, as execute_code runs it, as a
+    subprocess of the event loop."""
+    task = _task(code, timeout, maximum_memory_bytes, limits)
+    cmd = [find_microbox(microbox), "batch", "--progress", "never", "--jobs", "1"] + _flags(_split(limits))
+    proc = await asyncio.create_subprocess_exec(*cmd, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(json.dumps(task).encode("utf-8") + b"\n"),
+                                          _wait_budget(timeout, limits))
+    except asyncio.TimeoutError:
+        proc.send_signal(signal.SIGINT)  # microbox kills its run and removes its cgroup
+        await proc.wait()
+        raise MicroboxError("microbox batch did not answer in time")
+    lines = [l for l in out.splitlines() if l.strip()]
+    if proc.returncode != 0 or len(lines) != 1:
+        raise MicroboxError("microbox batch failed (exit %s): %s" % (proc.returncode, err.decode("utf-8", "replace").strip()))
+    return ExecutionResult.from_json(json.loads(lines[0]))

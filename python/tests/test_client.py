@@ -4,6 +4,10 @@ Run from the repository root after `make` (as root, or with unprivileged
 user namespaces, like microbox's own integration tests):
 
     MICROBOX=bin/microbox python3 -m unittest discover -s python/tests -v
+
+With MICROBOX_TEST_SERVER=1 the same tests send execute_code and
+check_correctness to a `microbox serve --http` started for them (the
+client's direct path; make python-test runs both ways).
 """
 
 import ast
@@ -24,11 +28,25 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 DATASETS = os.path.join(os.path.dirname(REPO), "shared", "datasets")
 
 
+SERVER = None
+
+
 def setUpModule():
+    global SERVER
     default = os.path.join(REPO, "bin", "microbox")
     if "MICROBOX" not in os.environ and os.path.exists(default):
         os.environ["MICROBOX"] = default
     microbox.find_microbox()  # fails the run with the fix if there is none
+    if os.environ.get("MICROBOX_TEST_SERVER") == "1":
+        from serverutil import Server
+        SERVER = Server(os.environ["MICROBOX"])
+        os.environ["MICROBOX_URL"] = SERVER.url
+
+
+def tearDownModule():
+    if SERVER is not None:
+        del os.environ["MICROBOX_URL"]
+        SERVER.stop()
 
 
 def read_jsonl(name):

@@ -21,9 +21,10 @@
 // the machine.
 //
 // The Markdown report replaces the section between the bench markers of
-// BENCHMARKS.md. Run it from the repository root after building microbox:
+// BENCHMARKS.md. Run it from the repository root after building microbox
+// (make: bin/microbox, and bin/microbox-server, which serve starts):
 //
-//	go build -o bin/microbox ./cmd/microbox
+//	make
 //	go run ./scripts/bench -n 200
 //	go run ./scripts/bench -quick            # a smoke run for CI
 //

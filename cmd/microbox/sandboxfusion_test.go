@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// SandboxFusion's /run_code, against request/response pairs written from
+// its documentation (testdata/sandboxfusion): code written for
+// SandboxFusion gets the answers it expects, field by field.
+func TestSandboxFusionPairs(t *testing.T) {
+	files, err := filepath.Glob("testdata/sandboxfusion/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded pairs: %v", err)
+	}
+	s := startAPI(t)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pair struct {
+				Request  json.RawMessage
+				Status   int
+				Response map[string]any
+			}
+			if err := json.Unmarshal(data, &pair); err != nil {
+				t.Fatal(err)
+			}
+			code, body := s.post(t, "/run_code", string(pair.Request))
+			var got map[string]any
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatalf("%d %s: %v", code, body, err)
+			}
+			if run, ok := got["run_result"].(map[string]any); ok {
+				if secs, ok := run["execution_time"].(float64); ok && secs > 0 {
+					run["execution_time"] = "T"
+				}
+			}
+			if code != pair.Status || !reflect.DeepEqual(got, pair.Response) {
+				t.Errorf("got %d %s\nwant %d %v", code, body, pair.Status, pair.Response)
+			}
+		})
+	}
+}

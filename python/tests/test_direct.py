@@ -1,0 +1,146 @@
+"""The client's direct path: runs sent to a `microbox serve --http` with
+no process per run, the asyncio API, retries when the server is busy, and
+TCP with a token. Run as test_client.py is (make python-test)."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import microbox  # noqa: E402
+from microbox import MicroboxError, check_correctness, execute_code, execute_code_async  # noqa: E402
+from serverutil import Server  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def setUpModule():
+    default = os.path.join(REPO, "bin", "microbox")
+    if "MICROBOX" not in os.environ and os.path.exists(default):
+        os.environ["MICROBOX"] = default
+    microbox.find_microbox()
+
+
+def no_processes():
+    """Patches that fail any process start."""
+    def refuse(*a, **k):
+        raise AssertionError("a process was started: %r" % (a,))
+    return mock.patch.multiple(subprocess, Popen=refuse), mock.patch.object(asyncio, "create_subprocess_exec", refuse)
+
+
+class DirectTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(os.environ["MICROBOX"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_same_results_without_a_process(self):
+        programs = ["print(1 + 1)", "1 / 0", "import sys; sys.exit(3)", "while True: pass",
+                    "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+        want = [execute_code(p, timeout=0.5) for p in programs]  # the subprocess path
+        p1, p2 = no_processes()
+        with p1, p2:
+            got = [execute_code(p, timeout=0.5, server=self.server.url) for p in programs]
+        for w, g in zip(want, got):
+            self.assertEqual((g.status, g.stdout, g.exit_code, g.signal, g.error),
+                             (w.status, w.stdout, w.exit_code, w.signal, w.error))
+
+    def test_check_correctness_direct(self):
+        problem = {"task_id": "t/0", "prompt": "def f():\n", "test": "def check(c):\n    assert c() == 1\n",
+                   "entry_point": "f"}
+        os.environ["MICROBOX_URL"] = self.server.url
+        try:
+            p1, p2 = no_processes()
+            with p1, p2:
+                passed = check_correctness(problem, "    return 1\n", 3.0, 7)
+                failed = check_correctness(problem, "    return 2\n", 3.0)
+        finally:
+            del os.environ["MICROBOX_URL"]
+        self.assertEqual(passed, {"task_id": "t/0", "passed": True, "result": "passed", "completion_id": 7})
+        self.assertFalse(failed["passed"])
+        self.assertEqual(failed["result"], check_correctness(problem, "    return 2\n", 3.0)["result"])
+
+    def test_options(self):
+        r = execute_code("import os; print(os.getcwd())", server=self.server.url, workdir="/work", tmpfs_size="16M",
+                         deny_modules="socket", cpus=0.5)
+        self.assertEqual(r.stdout, "/work\n", r.error)
+        r = execute_code("print('a@example.com')", server=self.server.url, redact=True)
+        self.assertEqual(r.stdout, "[REDACTED_EMAIL]\n")
+        with self.assertRaises(MicroboxError) as cm:
+            execute_code("1", server=self.server.url, no_cgroup=True)
+        self.assertIn("--no-cgroup", str(cm.exception))
+        r = execute_code("1", server=self.server.url, mem="12Q")
+        self.assertEqual(r.status, "sandbox_error")
+        self.assertIn('"mem"', r.error)
+
+    def test_async_bounded(self):
+        code = "import time; s = time.time(); time.sleep(0.4); print(s, time.time())"
+
+        async def main():
+            return await asyncio.gather(*(execute_code_async(code, server=self.server.url, concurrency=2)
+                                          for _ in range(6)))
+
+        results = asyncio.run(main())
+        spans = [tuple(map(float, r.stdout.split())) for r in results]
+        self.assertTrue(all(r.success for r in results))
+        most = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+        self.assertLessEqual(most, 2, "more than 2 runs at once: %r" % spans)
+        self.assertGreaterEqual(most, 1)
+
+    def test_async_subprocess_path(self):
+        r = asyncio.run(execute_code_async("print(40 + 2)"))
+        self.assertEqual((r.status, r.stdout), ("ok", "42\n"))
+
+
+class BusyServerTest(unittest.TestCase):
+    def test_busy_is_retried(self):
+        server = Server(os.environ["MICROBOX"], args=["--http-concurrency", "1", "--http-queue", "0"])
+        try:
+            results = []
+            threads = [threading.Thread(target=lambda: results.append(
+                execute_code("import time; time.sleep(0.5); print('done')", server=server.url))) for _ in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual([r.stdout for r in results], ["done\n"] * 3)
+            log = "".join(server.log)
+        finally:
+            server.stop()
+        self.assertNotIn("panic", log)
+
+
+class TokenTest(unittest.TestCase):
+    def test_tcp_with_token(self):
+        token = "0123456789abcdef0123456789abcdef"
+        with tempfile.NamedTemporaryFile("w", delete=False) as f:
+            f.write(token)
+        os.chmod(f.name, 0o600)
+        server = Server(os.environ["MICROBOX"], tcp=True, args=["--http-token-file", f.name])
+        try:
+            with self.assertRaises(MicroboxError) as cm:
+                execute_code("print(1)", server=server.url)
+            self.assertIn("401", str(cm.exception))
+            with mock.patch.dict(os.environ, {"MICROBOX_TOKEN": token}):
+                self.assertEqual(execute_code("print(1)", server=server.url).stdout, "1\n")
+                r = asyncio.run(execute_code_async("print(2)", server=server.url))
+                self.assertEqual(r.stdout, "2\n")
+        finally:
+            server.stop()
+            os.remove(f.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
