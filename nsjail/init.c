@@ -934,8 +934,10 @@ static void become_pid1(struct request *req)
 {
 	int high[SPAWN_FDS + MAX_LOCKS];
 	int n = SPAWN_FDS + req->nlocks;
+	// Each first copied to n or above, where no target is (a fixed base
+	// could exceed a low RLIMIT_NOFILE, which F_DUPFD refuses).
 	for (int i = 0; i < n; i++) {
-		high[i] = fcntl(i < SPAWN_FDS ? req->fds[i] : req->locks[i - SPAWN_FDS], F_DUPFD, 64);
+		high[i] = fcntl(i < SPAWN_FDS ? req->fds[i] : req->locks[i - SPAWN_FDS], F_DUPFD, n);
 		if (high[i] < 0)
 			_exit(EXIT_SANDBOX_ERROR);
 	}

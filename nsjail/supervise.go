@@ -99,9 +99,30 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	// Go first: PID 1 reads its plan only then, and a plan larger than
 	// the pipe (root files, for instance) would otherwise never be read.
 	if _, err := p.syncW.Write([]byte{'g'}); err != nil {
-		return fmt.Errorf("start jail: %w", err)
+		return sv.initGone(err)
 	}
-	return writeAll(p.planW, jailPlan(sv.trace, sh.mounts).framed())
+	if err := writeAll(p.planW, jailPlan(sv.trace, sh.mounts).framed()); err != nil {
+		return sv.initGone(err)
+	}
+	return nil
+}
+
+// initGone is the error of a start that found PID 1 gone (err, a broken
+// pipe): PID 1's own word on why, from its status lines, if it said one.
+func (sv *supervisor) initGone(err error) error {
+	timeout := time.After(time.Second)
+	for sv.setupErr == "" {
+		select {
+		case ev, ok := <-sv.events:
+			if !ok {
+				return fmt.Errorf("start jail: the init ended (%w)", err)
+			}
+			sv.record(ev)
+		case <-timeout:
+			return fmt.Errorf("start jail: %w", err)
+		}
+	}
+	return fmt.Errorf("start jail: %s", sv.setupErr)
 }
 
 // spawn has the spawner clone PID 1, with the pipes' jail ends as its

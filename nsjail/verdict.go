@@ -28,6 +28,12 @@ func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *result.Resu
 		r.Status, r.Limit = result.StatusTimeout, sv.killedFor
 	case sv.killedFor == result.LimitStdout || sv.killedFor == result.LimitStderr:
 		r.Status, r.Limit = result.StatusOutputLimit, sv.killedFor
+	// A program that wrote past the limit and ended before the kill came
+	// (its exit reported first) gets the same verdict.
+	case stdout.total > stdout.limit:
+		r.Status, r.Limit = result.StatusOutputLimit, result.LimitStdout
+	case stderr.total > stderr.limit:
+		r.Status, r.Limit = result.StatusOutputLimit, result.LimitStderr
 	case sv.oomKilled:
 		// With memory.oom.group (v2) the kernel kills the init too, so
 		// there may be no exit status: the cgroup's record decides.
