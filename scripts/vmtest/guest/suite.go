@@ -39,6 +39,7 @@ var suite = []test{
 	{"rootless_undelegated", testRootlessUndelegated},
 	{"doctor_root", testDoctorRoot},
 	{"doctor_rootless", testDoctorRootless},
+	{"zygote", testZygote},
 	{"no_leftover_cgroups", testNoLeftovers},
 }
 
@@ -770,4 +771,39 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// testZygote: runs forked from a warm interpreter (batch --zygote) get v2
+// cgroups of their own, adopted after the fork: the memory limit, the
+// pids limit and the wall clock end them as they end cold runs, and every
+// one forked.
+func testZygote() error {
+	tasks := strings.Join([]string{
+		`{"id": "ok", "code": "import os; print(os.getpid())"}`,
+		`{"id": "memory", "code": "b = bytearray(256 << 20)"}`,
+		`{"id": "pids", "code": "import os\nfor _ in range(64):\n    if os.fork() == 0:\n        import time; time.sleep(5); os._exit(0)"}`,
+		`{"id": "timeout", "code": "while True: pass", "timeout": "300ms"}`,
+	}, "\n") + "\n"
+	out, stderr, code, err := as{}.run(tasks, "batch", "--zygote", "--mem", "64M", "--pids", "16", "--jobs", "1")
+	if err != nil || code != 0 {
+		return fmt.Errorf("batch --zygote: exit %d %v: %s", code, err, stderr)
+	}
+	want := map[string]string{"ok": "ok", "memory": "memory", "pids": "nonzero", "timeout": "timeout"}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r struct {
+			result
+			ID    string `json:"id"`
+			Start string `json:"start"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return fmt.Errorf("%v: %q", err, line)
+		}
+		if r.Status != want[r.ID] || r.Start != "zygote" || r.Cgroup != "v2" {
+			return fmt.Errorf("%s: start %q, want %s forked on v2: %s", r.ID, r.Start, want[r.ID], r.result)
+		}
+		if r.ID == "ok" && r.Stdout != "2\n" {
+			return fmt.Errorf("ok: pid %q, want 2", r.Stdout)
+		}
+	}
+	return nil
 }
