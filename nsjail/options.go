@@ -82,9 +82,11 @@ type Options struct {
 	SeccompProfile string
 
 	// Zygote asks that the run fork from a zygote's template with the
-	// Preload modules imported, where the runner keeps templates (Spec.Zygote).
-	Zygote  bool
-	Preload []string
+	// Preload modules imported, where the runner keeps templates
+	// (Spec.Zygote); ZygoteFallback asks for it too, and for a cold start
+	// where no template can take the run.
+	Zygote, ZygoteFallback bool
+	Preload                []string
 
 	Trace  bool
 	Before []Moment // the caller's moments before the run, for the trace
@@ -246,22 +248,16 @@ func (o *Options) Spec() (*Spec, error) {
 }
 
 // zygote asks for a zygote's template, if o does, and checks that one can
-// run s.
+// run s (Spec.CheckZygote).
 func (o *Options) zygote(s *Spec) error {
-	if !o.Zygote {
+	if !o.Zygote && !o.ZygoteFallback {
 		if len(o.Preload) > 0 {
 			return field.Errorf("Preload", "{Preload} needs {Zygote}: modules are preloaded into a zygote's template")
 		}
 		return nil
 	}
-	s.Zygote = &Zygote{Preload: o.Preload}
-	if err := zygoteCheck(s); err != nil {
-		if field.Is(err) {
-			return err
-		}
-		return field.Errorf("Zygote", "{Zygote}: %v", err)
-	}
-	return nil
+	s.Zygote = &Zygote{Preload: o.Preload, Fallback: o.ZygoteFallback}
+	return s.CheckZygote()
 }
 
 // RootDir is the root these options' runs get once prepared: a prepared

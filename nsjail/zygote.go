@@ -73,6 +73,38 @@ type Template struct {
 // template imports first. Anywhere else the run starts cold.
 type Zygote struct {
 	Preload []string
+	// Fallback starts the run cold where no template can take it (one
+	// that failed to start or died, a run a fork cannot give what it
+	// asks); without it, such a run fails, saying why.
+	Fallback bool
+	// Cold, set by CheckZygote, says why a Fallback run starts cold.
+	Cold string
+}
+
+// ErrBusy is a template's answer when all of its children are in use.
+var ErrBusy = fmt.Errorf("all %d of the template's children are in use", ZygoteChildren)
+
+// CheckZygote checks that a fork of a template can run s as a cold run
+// would, if s asks for a zygote: if not, a Fallback run is marked to
+// start cold (Zygote.Cold), any other refused; a preload that is no
+// module name is refused either way.
+func (s *Spec) CheckZygote() error {
+	if s.Zygote == nil {
+		return nil
+	}
+	s.Zygote.Cold = ""
+	err := zygoteCheck(s)
+	var fe *field.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &fe) && fe.Name == "Preload":
+		return err
+	case s.Zygote.Fallback:
+		s.Zygote.Cold = err.Error()
+		return nil
+	}
+	return field.Errorf("Zygote", "{Zygote}: %v ({ZygoteFallback} runs it cold instead)", err)
 }
 
 // A ZygoteKey is what runs forked from one template share: the jail's
@@ -416,7 +448,7 @@ func (c *ZygoteChild) fork() error {
 	t.mu.Lock()
 	if len(t.free) == 0 {
 		t.mu.Unlock()
-		return fmt.Errorf("all %d of the template's children are in use", ZygoteChildren)
+		return ErrBusy
 	}
 	c.slot, t.free = t.free[0], t.free[1:]
 	t.forks++

@@ -325,8 +325,8 @@ func (f *evalFlags) policyLayers(c *cobra.Command, base nsjail.Options) (*policy
 		return nil, flagError(err)
 	}
 	ly.Close()
-	if err := zygoteWithLayers(s); err != nil {
-		return nil, err
+	if err := s.CheckZygote(); err != nil {
+		return nil, flagError(err)
 	}
 	return &o, nil
 }

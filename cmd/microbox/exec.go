@@ -43,6 +43,7 @@ type execFlags struct {
 	sigpending   uint64
 	msgqueue     string
 	zygote       bool
+	zygoteFall   bool
 	preload      []string
 	// layers are exec's policy layers (layers.go); eval stdio and mbpp
 	// register them too, batch and eval humaneval do not.
@@ -110,6 +111,7 @@ func (f *execFlags) sandboxFlags(c *cobra.Command) {
 	fl.Uint64Var(&f.sigpending, "sigpending", nsjail.DefaultRlimits.SigPending, "limit on the signals queued to the program's user (RLIMIT_SIGPENDING)")
 	fl.StringVar(&f.msgqueue, "msgqueue", units.BytesSize(float64(nsjail.DefaultRlimits.MsgQueue)), "limit on POSIX message-queue bytes (RLIMIT_MSGQUEUE)")
 	fl.BoolVar(&f.zygote, "zygote", false, "fork the run from a warm interpreter where one is kept (serve, batch, eval; docs/zygote.md), else start cold")
+	fl.BoolVar(&f.zygoteFall, "zygote-fallback", false, "--zygote, and start cold where no warm interpreter can take the run (result: \"start\": \"cold\") instead of failing")
 	fl.StringSliceVar(&f.preload, "preload", nil, "with --zygote: modules the warm interpreter imports first (e.g. numpy,json)")
 }
 
@@ -126,8 +128,8 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return flagError(err)
 	}
-	if err := zygoteWithLayers(spec); err != nil {
-		return err
+	if err := spec.CheckZygote(); err != nil { // the layers may have added what a fork cannot run
+		return flagError(err)
 	}
 	ctx, stop := inv.context()
 	defer stop()
@@ -146,18 +148,6 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 		report(inv.stderr, res.Result, f.trace)
 	}
 	inv.status = res.ShellStatus()
-	return nil
-}
-
-// zygoteWithLayers refuses a zygote run whose policy layers (prepared
-// on spec) added what a fork cannot run.
-func zygoteWithLayers(spec *nsjail.Spec) error {
-	if spec.Zygote == nil {
-		return nil
-	}
-	if _, err := nsjail.ZygoteKeyOf(spec); err != nil {
-		return flagError(field.Errorf("Zygote", "{Zygote} with these policy layers: %v", err))
-	}
 	return nil
 }
 
@@ -249,7 +239,10 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	o.Workdir, o.RootFS, o.Python, o.Hostname = f.workdir, f.rootfs, f.python, f.hostname
 	o.Seccomp, o.SeccompProfile = f.seccompMode, f.seccompFile
 	o.Env = f.env
-	o.Zygote, o.Preload = f.zygote, f.preload
+	o.Zygote, o.ZygoteFallback, o.Preload = f.zygote, f.zygoteFall, f.preload
+	if err := zygoteDefault(&o, c, inv.getenv(zygoteEnv)); err != nil {
+		return o, err
+	}
 	for _, spec := range f.files {
 		host, dst, _ := strings.Cut(spec, ":")
 		o.HostFiles = append(o.HostFiles, nsjail.HostFile{Host: host, Path: dst})
@@ -294,6 +287,28 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	return o, nil
 }
 
+// zygoteEnv, when neither --zygote nor --zygote-fallback is given, sets
+// the one its value names ("zygote" or "fallback"; "" neither), so that a
+// pipeline turns warm interpreters on without changing its commands.
+const zygoteEnv = "MICROBOX_ZYGOTE"
+
+func zygoteDefault(o *nsjail.Options, c *cobra.Command, value string) error {
+	fl := c.Flags()
+	if fl.Changed("zygote") || fl.Changed("zygote-fallback") {
+		return nil
+	}
+	switch value {
+	case "":
+	case "zygote":
+		o.Zygote = true
+	case "fallback":
+		o.ZygoteFallback = true
+	default:
+		return usagef("$%s=%q: give zygote (as --zygote), fallback (as --zygote-fallback) or nothing", zygoteEnv, value)
+	}
+	return nil
+}
+
 // flagNames are the fields of Options (nsjail's, policy's, batch's,
 // serve's) as exec's flags (and rootfs's) call them.
 var flagNames = map[string]string{
@@ -303,7 +318,7 @@ var flagNames = map[string]string{
 	"Python": "--python", "Hostname": "--hostname", "NoCgroup": "--no-cgroup",
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
 	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
-	"Zygote": "--zygote", "Preload": "--preload",
+	"Zygote": "--zygote", "ZygoteFallback": "--zygote-fallback", "Preload": "--preload",
 	"Code": "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",

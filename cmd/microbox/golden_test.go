@@ -282,7 +282,7 @@ func TestGoldenZygote(t *testing.T) {
 			c.args = slices.Insert(slices.Clone(c.args), at, "--zygote")
 			got := runGolden(t, c, []string{socketEnv + "=" + socket})
 			if layered {
-				if !strings.Contains(got, "--zygote with these policy layers") {
+				if !strings.Contains(got, "--zygote: a zygote run cannot have the policy layers' files") {
 					t.Errorf("%v: not refused:\n%s", c.args, got)
 				}
 				return

@@ -35,10 +35,6 @@ func Prepare(ctx context.Context, base nsjail.Options, layers policy.Options, t 
 	}
 	o.FieldNames = names
 	s, err := o.Spec()
-	if err != nil && coldInstead(o, t, err) {
-		o.Zygote, o.Preload = false, nil
-		s, err = o.Spec()
-	}
 	if err != nil {
 		return nil, spell(err)
 	}
@@ -50,25 +46,11 @@ func Prepare(ctx context.Context, base nsjail.Options, layers policy.Options, t 
 	if err != nil {
 		return nil, spell(err)
 	}
-	if s.Zygote != nil { // the layers may have added what a fork cannot run
-		if _, err := nsjail.ZygoteKeyOf(s); err != nil {
-			err = field.Errorf("Zygote", "{Zygote} with these policy layers: %v", err)
-			if !coldInstead(o, t, err) {
-				ly.Close()
-				return nil, spell(err)
-			}
-			s.Zygote = nil
-		}
+	if err := s.CheckZygote(); err != nil { // the layers may have added what a fork cannot run
+		ly.Close()
+		return nil, spell(err)
 	}
 	return &Run{Spec: s, layers: ly}, nil
-}
-
-// coldInstead reports whether a task whose run a zygote cannot take
-// (err) runs cold instead: when the zygote is the base's (a server's or a
-// batch's --zygote) rather than the task's own ask, which is refused.
-func coldInstead(o nsjail.Options, t *Task, err error) bool {
-	var fe *field.Error
-	return o.Zygote && t.Zygote == nil && t.Preload == nil && errors.As(err, &fe) && fe.Name == "Zygote"
 }
 
 // Execute runs the program through its layers with run. An audit line

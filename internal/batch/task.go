@@ -53,10 +53,12 @@ type Task struct {
 	Redact         *bool    `json:"redact"`
 	RedactPatterns []string `json:"redact_patterns"`
 	MaxRisk        *int     `json:"max_risk"`
-	// Zygote and Preload: the run forks from a warm interpreter with
-	// these modules imported (docs/zygote.md), as --zygote and --preload.
-	Zygote  *bool    `json:"zygote"`
-	Preload []string `json:"preload"`
+	// Zygote, ZygoteFallback and Preload: the run forks from a warm
+	// interpreter with these modules imported (docs/zygote.md), as
+	// --zygote, --zygote-fallback and --preload.
+	Zygote         *bool    `json:"zygote"`
+	ZygoteFallback *bool    `json:"zygote_fallback"`
+	Preload        []string `json:"preload"`
 	// Source is the program the policy layers judge, when Code is a
 	// harness that runs it (eval's); set in Go, never from a task line.
 	Source *string `json:"-"`
@@ -229,6 +231,9 @@ func taskOptions(base nsjail.Options, t *Task) (nsjail.Options, error) {
 	}
 	if t.Zygote != nil {
 		o.Zygote = *t.Zygote
+	}
+	if t.ZygoteFallback != nil {
+		o.ZygoteFallback = *t.ZygoteFallback
 	}
 	if t.Preload != nil {
 		o.Preload = t.Preload

@@ -5,10 +5,13 @@
 // the least recently used one beyond Templates, and one whose interpreter
 // died; a retired template ends once its last child has.
 //
-// A run that no template can take (a template that failed to start, all
-// of its children in use) starts cold, as nsjail.Spawner.RunEarly would
-// run it, and its result says so (start: cold). A preload that fails is
-// the run's error.
+// A run no template can take (a template that failed to start or died
+// under it, a run a fork cannot give what it asks) fails with
+// sandbox_error saying why, unless it asked for the fallback
+// (nsjail.Zygote.Fallback): it then starts cold, as nsjail.Spawner.RunEarly
+// runs it, and its result says so (start: cold). A preload that fails is
+// always the run's error. A run that finds all of its template's children
+// in use waits for one.
 package zygote
 
 import (
@@ -85,7 +88,8 @@ type template struct {
 	// Under the pool's mu:
 	ahead    []*nsjail.ZygoteChild
 	forking  int
-	running  int // children taken and not yet torn down
+	running  int           // children taken and not yet torn down
+	freed    chan struct{} // closed, and replaced, when a run of tm ends
 	retired  bool
 	lastUsed time.Time
 }
@@ -94,23 +98,26 @@ type template struct {
 // template, or cold when none can take it. Like nsjail's RunEarly it
 // never returns a nil result, and the caller must call teardown.
 func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+	if s.Zygote != nil && s.Zygote.Cold != "" { // a fork cannot take it (Spec.CheckZygote)
+		return p.cold(ctx, s)
+	}
 	key, err := nsjail.ZygoteKeyOf(s)
 	if err != nil {
-		return result.SandboxError(field.Message(err, s.FieldNames)), func() error { return nil }
+		return failed(s, err)
 	}
 	tm, err := p.template(key, s)
 	if preloadFailed(err) { // the caller's to fix
-		return result.SandboxError(field.Message(fmt.Errorf("zygote: %w", err), s.FieldNames)), func() error { return nil }
+		return failed(s, fmt.Errorf("zygote: %w", err))
 	}
 	var c *nsjail.ZygoteChild
 	if err == nil {
-		c, err = p.child(tm)
+		c, err = p.child(ctx, tm)
 	}
 	if err != nil {
-		p.mu.Lock()
-		p.stats.Cold++
-		p.mu.Unlock()
-		return p.sp.RunEarly(ctx, s) // Start says "cold"
+		if s.Zygote != nil && s.Zygote.Fallback {
+			return p.cold(ctx, s)
+		}
+		return failed(s, field.Errorf("ZygoteFallback", "zygote: %v ({ZygoteFallback} starts such runs cold)", err))
 	}
 	p.mu.Lock()
 	p.stats.Runs++
@@ -121,6 +128,19 @@ func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() 
 		p.ran(tm)
 		return err
 	}
+}
+
+// cold runs s afresh; its result says so (start: cold).
+func (p *Pool) cold(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+	p.mu.Lock()
+	p.stats.Cold++
+	p.mu.Unlock()
+	return p.sp.RunEarly(ctx, s)
+}
+
+// failed is the result of a run no template could take, err saying why.
+func failed(s *nsjail.Spec, err error) (*result.Result, func() error) {
+	return result.SandboxError(field.Message(err, s.FieldNames)), func() error { return nil }
 }
 
 // preloadFailed reports whether err is a preload's failure, rather than
@@ -140,7 +160,7 @@ func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error)
 	}
 	tm := p.find(key)
 	if tm == nil {
-		tm = &template{key: key, started: make(chan struct{}), lastUsed: time.Now()}
+		tm = &template{key: key, started: make(chan struct{}), lastUsed: time.Now(), freed: make(chan struct{})}
 		p.live = append(p.live, tm)
 		p.evict()
 		p.mu.Unlock()
@@ -151,7 +171,7 @@ func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error)
 			p.stats.Failed++
 			tm.failedAt = time.Now()
 			if !preloadFailed(tm.err) {
-				p.cfg.Log("start a template: %v (its runs start cold)", tm.err)
+				p.cfg.Log("start a template: %v", tm.err)
 			}
 		}
 		close(tm.started)
@@ -238,8 +258,9 @@ func (p *Pool) endIfIdle(tm *template) {
 	}()
 }
 
-// child takes one of tm's children forked ahead, or forks one.
-func (p *Pool) child(tm *template) (*nsjail.ZygoteChild, error) {
+// child takes one of tm's children forked ahead, or forks one, waiting
+// while all of tm's children are in use.
+func (p *Pool) child(ctx context.Context, tm *template) (*nsjail.ZygoteChild, error) {
 	p.mu.Lock()
 	tm.running++
 	for len(tm.ahead) > 0 {
@@ -253,13 +274,24 @@ func (p *Pool) child(tm *template) (*nsjail.ZygoteChild, error) {
 	}
 	p.mu.Unlock()
 	c, err := tm.t.Fork()
+	for errors.Is(err, nsjail.ErrBusy) {
+		p.mu.Lock()
+		freed := tm.freed
+		p.mu.Unlock()
+		select {
+		case <-freed:
+			c, err = tm.t.Fork()
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+	}
 	if err != nil {
 		p.mu.Lock()
 		tm.running--
 		p.endIfIdle(tm)
 		p.mu.Unlock()
-		if tm.t.Err() == nil {
-			p.cfg.Log("%v (the run starts cold)", err)
+		if tm.t.Err() == nil && ctx.Err() == nil {
+			p.cfg.Log("%v", err)
 		}
 	}
 	return c, err
@@ -281,6 +313,8 @@ func (p *Pool) ran(tm *template) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	tm.running--
+	close(tm.freed) // a run waiting for a child may fork one now
+	tm.freed = make(chan struct{})
 	if tm.retired || p.closed {
 		p.endIfIdle(tm)
 		return
@@ -331,7 +365,7 @@ type Stats struct {
 	Started   int // templates started (Failed of them failed to)
 	Failed    int
 	Runs      int   // runs forked from a template
-	Cold      int   // runs that started cold: no template could take them
+	Cold      int   // runs that started cold (with the fallback)
 	Pids      []int // the templates' jails' PID 1s, in use now
 }
 

@@ -104,32 +104,37 @@ func TestPoolRetires(t *testing.T) {
 	}
 }
 
-// A template that dies is replaced; the run that finds it dying starts
-// cold with the same verdict.
+// A template that dies is replaced by the next run of its key; a run it
+// dies under fails saying so, or with the fallback starts cold with the
+// same verdict; it never starts cold unasked.
 func TestPoolReplacesDeadTemplate(t *testing.T) {
 	p := newPool(t, Config{})
-	s := spec(t, "print(6 * 7)", nil)
-	if r := run(t, p, s); r.Start != "zygote" {
+	strict := spec(t, "print(6 * 7)", nil)
+	fallback := spec(t, "print(6 * 7)", func(o *nsjail.Options) { o.ZygoteFallback = true })
+	if r := run(t, p, strict); r.Start != "zygote" {
 		t.Fatalf("start %q", r.Start)
 	}
-	syscall.Kill(p.Stats().Pids[0], syscall.SIGKILL)
-	if r := run(t, p, s); r.Status != result.StatusOK || r.Stdout != "42\n" {
-		t.Fatalf("after the kill: %s %q %s", r.Status, r.Stdout, deref(r.Error))
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	for _, s := range []*nsjail.Spec{fallback, strict} {
+		syscall.Kill(p.Stats().Pids[0], syscall.SIGKILL)
 		r := run(t, p, s)
-		if r.Status != result.StatusOK || r.Stdout != "42\n" {
-			t.Fatalf("%s %q %s", r.Status, r.Stdout, deref(r.Error))
+		switch {
+		case r.Status == result.StatusOK && r.Stdout == "42\n" && (r.Start == "zygote" || s.Zygote.Fallback && r.Start == "cold"):
+		case r.Status == result.StatusSandboxError && !s.Zygote.Fallback && strings.Contains(deref(r.Error), "template"):
+		default:
+			t.Fatalf("fallback %v, after the kill: %s start %q %q %s", s.Zygote.Fallback, r.Status, r.Start, r.Stdout, deref(r.Error))
 		}
-		if r.Start == "zygote" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new template: %+v", p.Stats())
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := run(t, p, s)
+			if r.Start == "zygote" && r.Stdout == "42\n" {
+				break
+			}
+			if r.Start != "cold" && r.Status != result.StatusSandboxError || time.Now().After(deadline) {
+				t.Fatalf("no new template: %s start %q %s, %+v", r.Status, r.Start, deref(r.Error), p.Stats())
+			}
 		}
 	}
-	if st := p.Stats(); st.Started != 2 {
+	if st := p.Stats(); st.Started != 3 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -151,24 +156,24 @@ func TestPoolPreloadFails(t *testing.T) {
 }
 
 // Concurrent runs of a key share its template, each in a child of its
-// own; every verdict is the run's own.
+// own, more of them at once than it has children (the rest wait for one);
+// every verdict is the run's own, and every run forked.
 func TestPoolConcurrent(t *testing.T) {
 	p := newPool(t, Config{Ahead: 2})
 	var wg sync.WaitGroup
-	for g := range 6 {
+	n := nsjail.ZygoteChildren + 4
+	for g := range n {
 		wg.Go(func() {
-			for i := range 3 {
-				code := strings.Repeat("x", g+1)
-				s := spec(t, "import sys; print(sys.argv[1])", func(o *nsjail.Options) { o.Args = []string{code} })
-				r := run(t, p, s)
-				if r.Status != result.StatusOK || r.Stdout != code+"\n" {
-					t.Errorf("goroutine %d run %d: %s %q start %q %s", g, i, r.Status, r.Stdout, r.Start, deref(r.Error))
-				}
+			arg := strings.Repeat("x", g+1)
+			s := spec(t, "import sys, time; time.sleep(0.5); print(sys.argv[1])", func(o *nsjail.Options) { o.Args = []string{arg} })
+			r := run(t, p, s)
+			if r.Status != result.StatusOK || r.Stdout != arg+"\n" || r.Start != "zygote" {
+				t.Errorf("run %d: %s %q start %q %s", g, r.Status, r.Stdout, r.Start, deref(r.Error))
 			}
 		})
 	}
 	wg.Wait()
-	if st := p.Stats(); st.Started != 1 || st.Runs+st.Cold != 18 {
+	if st := p.Stats(); st.Started != 1 || st.Runs != n || st.Cold != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -114,7 +114,7 @@ def microbox_chunk(args, samples, tmp):
             f.write(json.dumps(s) + "\n")
     cmd = [args.microbox, "eval", "humaneval", "--problems", args.problems, "--jobs", str(args.jobs),
            "--timeout", "%gs" % args.timeout, "--allow-incomplete", "--progress", "never", "-k", "1",
-           "-o", path + "_results.jsonl", path]
+           "-o", path + "_results.jsonl"] + (["--zygote"] if args.zygote else []) + [path]
     began = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     took = time.perf_counter() - began
@@ -132,6 +132,7 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="use only the first N samples")
     ap.add_argument("--every", type=int, default=1, help="use every Nth sample (all problems, fewer samples each)")
     ap.add_argument("--json", help="write the figures to this file too")
+    ap.add_argument("--zygote", action="store_true", help="microbox's runs fork from warm interpreters (docs/zygote.md)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the bare variant drops to uid 65534")

@@ -511,7 +511,7 @@ import weakref  # noqa: E402
 # names, per run. Every other flag (seccomp, rootfs, no_cgroup, ...) is
 # the server's to set, for all its runs.
 _DIRECT_FIELDS = ("mem", "tmpfs_size", "workdir", "deny_modules", "allow_modules", "guard", "redact",
-                  "redact_patterns", "max_risk", "zygote", "preload")
+                  "redact_patterns", "max_risk", "zygote", "zygote_fallback", "preload")
 
 
 def _server_url(server: Optional[str], microbox: Optional[str]) -> Optional[str]:
