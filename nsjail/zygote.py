@@ -19,6 +19,7 @@
 # it: nothing a run does reaches the template or a later run.
 
 import ctypes
+import errno
 import fcntl
 import gc
 import json
@@ -207,9 +208,6 @@ def sandbox(req):
     # namespace of its own in which it is the sandbox's uid, every
     # capability dropped, no_new_privs, the rlimits, the filter.
     os.setsid()
-    for cap in range(64):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and ctypes.get_errno() == 22:  # EINVAL: past the last
-            break
     os.setgroups([])
     os.setresgid(req["gid"], req["gid"], req["gid"])
     os.setresuid(req["uid"], req["uid"], req["uid"])
@@ -219,9 +217,16 @@ def sandbox(req):
                        ("gid_map", "%d %d 1" % (req["sandbox_uid"], req["gid"]))):
         with open("/proc/self/" + name, "w") as f:
             f.write(text)
+    # The new namespace gave every capability back, the bounding set
+    # included: it can only shrink while CAP_SETPCAP is still held.
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
+            if ctypes.get_errno() == errno.EINVAL:  # past the kernel's last capability
+                break
+            check(-1, "drop capability %d from the bounding set" % cap)
+    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
     hdr = struct.pack("II", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
     check(libc.syscall(SYS_CAPSET, hdr, bytes(24)), "capset")
-    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     import resource
     for res, soft, hard in req["rlimits"]:

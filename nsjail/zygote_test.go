@@ -57,16 +57,19 @@ func TestZygoteRun(t *testing.T) {
 	}
 }
 
-// A run forked from a template sees only its own processes, cannot reach
-// the template or a sibling, and leaves nothing a later run sees; each
-// draws its own random numbers.
+// A run forked from a template holds no capability (the bounding set
+// too), has no_new_privs and the filter, sees only its own processes,
+// cannot reach the template or a sibling, and leaves nothing a later run
+// sees; each draws its own random numbers.
 func TestZygoteRunsAreApart(t *testing.T) {
 	probe := zygoteSpec(t, `
 import builtins, json, os, random, signal, sys, threading
 pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 state = {"pids": pids, "uid": os.getuid(), "random": random.random(),
          "patched": hasattr(builtins, "leak"), "json_leak": hasattr(json, "leak"),
-         "tmp": os.listdir("/tmp"), "host_uid": open("/proc/self/uid_map").read().split()[1]}
+         "tmp": os.listdir("/tmp"), "host_uid": open("/proc/self/uid_map").read().split()[1],
+         "caps": [l.split()[1] for l in open("/proc/self/status") if l.startswith("Cap")],
+         "nnp": [l.split()[1] for l in open("/proc/self/status") if l.startswith(("NoNewPrivs", "Seccomp:"))]}
 try:
     os.kill(-1, signal.SIGKILL)  # every process it may signal but itself and its init: none
 except OSError as e:
@@ -93,7 +96,8 @@ print(json.dumps(state))
 		t.Fatalf("a run's kill(-1) reached the template: %v", tmpl.Err())
 	}
 	for i, st := range states {
-		if fmt.Sprint(st["pids"]) != "[1 2]" || st["uid"] != 1000.0 || st["patched"] != false || st["json_leak"] != false || fmt.Sprint(st["tmp"]) != "[]" {
+		if fmt.Sprint(st["pids"]) != "[1 2]" || st["uid"] != 1000.0 || st["patched"] != false || st["json_leak"] != false || fmt.Sprint(st["tmp"]) != "[]" ||
+			fmt.Sprint(st["caps"]) != "[0000000000000000 0000000000000000 0000000000000000 0000000000000000 0000000000000000]" || fmt.Sprint(st["nnp"]) != "[1 2]" {
 			t.Errorf("run %d saw %v", i, st)
 		}
 		for _, other := range states[:i] {
