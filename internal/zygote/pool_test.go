@@ -3,6 +3,7 @@ package zygote
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -176,4 +177,64 @@ func TestPoolConcurrent(t *testing.T) {
 	if st := p.Stats(); st.Started != 1 || st.Runs != n || st.Cold != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// A run ends with its context (a server's client gone, a batch
+// interrupted): killed, its processes gone by its teardown, the template
+// left as it was.
+func TestPoolRunEndsWithItsContext(t *testing.T) {
+	p := newPool(t, Config{})
+	s := spec(t, "import time; print('started', flush=True); time.sleep(30)", nil)
+	run(t, p, spec(t, "pass", nil)) // the template, started
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	res, teardown := p.Run(ctx, s)
+	if err := teardown(); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != result.StatusSandboxError || !strings.Contains(deref(res.Error), "interrupted") || time.Since(began) > 5*time.Second {
+		t.Fatalf("%s %q after %s", res.Status, deref(res.Error), time.Since(began))
+	}
+	if n := len(zygoteProcesses(t)); n != 1 {
+		t.Fatalf("%d of the template's processes after the run's teardown, want the template alone", n)
+	}
+}
+
+// zygoteProcesses are this test's processes running zygote.py: its
+// templates and their forks.
+func zygoteProcesses(t *testing.T) []int {
+	t.Helper()
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if strings.Contains(string(cmdline), "zygote.py") && descends(pid, os.Getpid()) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// descends reports whether pid is a descendant of ancestor.
+func descends(pid, ancestor int) bool {
+	for pid > 1 {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ppid ...: comm may hold spaces.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 2 {
+			return false
+		}
+		if pid, _ = strconv.Atoi(f[1]); pid == ancestor {
+			return true
+		}
+	}
+	return false
 }

