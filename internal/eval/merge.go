@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/result"
 )
@@ -68,4 +71,35 @@ func Merge(files []string, ks []int, out io.Writer) (Summary, error) {
 	sum.Problems = len(total)
 	sum.Scores, sum.LeftOut = passAtKs(ks, total, correct)
 	return sum, nil
+}
+
+// MergeInto merges files as Merge does, writing the merged lines to the
+// results file output ("": none), put in place only once all were read.
+func MergeInto(files []string, ks []int, output string) (Summary, error) {
+	if output == "" {
+		return Merge(files, ks, nil)
+	}
+	out, err := CreateResults(output)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer out.Abort()
+	sum, err := Merge(files, ks, out.Lines())
+	if err != nil {
+		return sum, err
+	}
+	return sum, out.Commit()
+}
+
+// ParseKs reads the k of pass@k: whole numbers from 1, comma-separated.
+func ParseKs(s string) ([]int, error) {
+	var ks []int
+	for _, part := range strings.Split(s, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || k < 1 {
+			return nil, field.Errorf("K", "{K} %q: give positive whole numbers separated by commas, e.g. 1,10,100", s)
+		}
+		ks = append(ks, k)
+	}
+	return ks, nil
 }
