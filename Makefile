@@ -43,11 +43,17 @@ check:
 # unit: the Go tests, integration tests included (they need root or
 # unprivileged user namespaces); then exec's suite again, every run going
 # through a `microbox serve`, and a third time forked from the server's
-# warm interpreters (docs/zygote.md).
+# warm interpreters (docs/zygote.md). The second pass leaves out the tests
+# of what never takes the socket (batch, eval and the HTTP API run
+# in-process or in their own server; rootfs, doctor, gc and the builds run
+# no program); the third leaves out those that $MICROBOX_ZYGOTE does not
+# change (everything but runs) and batch's memory bound.
+SERVE_PASS_SKIP = ^Test(Batch|Eval|HTTP|MCP|SandboxFusion|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
+ZYGOTE_PASS_SKIP = ^Test(BatchMemoryBounded|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
 unit:
 	$(GO) test -count=1 ./...
-	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 ./cmd/microbox
-	MICROBOX_TEST_SERVE=1 MICROBOX_ZYGOTE=fallback $(GO) test -count=1 ./cmd/microbox
+	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 -skip '$(SERVE_PASS_SKIP)' ./cmd/microbox
+	MICROBOX_TEST_SERVE=1 MICROBOX_ZYGOTE=fallback $(GO) test -count=1 -skip '$(ZYGOTE_PASS_SKIP)' ./cmd/microbox
 
 # redteam: the adversarial corpus in ../shared/redteam, in-process, then
 # every case forked from a warm interpreter through a server (-zygote).

@@ -400,7 +400,7 @@ func TestHTTPAccess(t *testing.T) {
 // Bad requests: one line of JSON each, with a status of its own, and
 // nothing run.
 func TestHTTPBadRequests(t *testing.T) {
-	s := startAPI(t, "--http-max-body", "1K")
+	s := startAPI(t, "--http-max-body", "1K", "--http-read-timeout", "1s")
 	for _, c := range []struct {
 		method, path, body string
 		code               int

@@ -74,6 +74,7 @@ func serveCommand(*invocation) *cobra.Command {
 	o := server.Options{Handler: serveExec}
 	f := &apiFlags{}
 	var addr, tokenFile, maxBody string
+	var readTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "serve [--socket PATH] [--http ADDR]",
 		Short: "Run exec for one-shot callers without a Go start per run, and the HTTP API",
@@ -99,7 +100,7 @@ API's runs (exec's clients keep their own).`,
 			if addr == "" {
 				return flagError(server.Serve(o))
 			}
-			return serveHTTP(c, o, f, addr, tokenFile, maxBody)
+			return serveHTTP(c, o, f, addr, tokenFile, maxBody, readTimeout)
 		},
 	}
 	c.Flags().StringVar(&o.Socket, "socket", "", "socket to listen on (default: $"+server.SocketEnv+", else "+server.DefaultSocket+")")
@@ -107,14 +108,18 @@ API's runs (exec's clients keep their own).`,
 	c.Flags().StringVar(&addr, "http", "", "also serve the HTTP API on `ADDR`: 127.0.0.1:8080, unix:/PATH, or another address with --http-token-file (default: off)")
 	c.Flags().StringVar(&tokenFile, "http-token-file", "", "bearer token every API request but /healthz must carry, read from `FILE` (mode 0600)")
 	c.Flags().StringVar(&maxBody, "http-max-body", "32M", "largest API request body (and batch line)")
+	c.Flags().DurationVar(&readTimeout, "http-read-timeout", 10*time.Second, "longest wait for an API request's headers and body (a slower one gets 408)")
 	f.register(c)
 	return c
 }
 
 // serveHTTP serves the exec socket and the HTTP API side by side, on one
 // runner.
-func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile, maxBody string) error {
-	cfg := httpapi.Config{Addr: addr, ReadTimeout: 10 * time.Second, Version: versionString()}
+func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile, maxBody string, readTimeout time.Duration) error {
+	if readTimeout <= 0 {
+		return usagef("--http-read-timeout %s: give a positive duration such as 10s", readTimeout)
+	}
+	cfg := httpapi.Config{Addr: addr, ReadTimeout: readTimeout, Version: versionString()}
 	var err error
 	if cfg.Service, err = f.config(c); err != nil {
 		return err
