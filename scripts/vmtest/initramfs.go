@@ -198,8 +198,9 @@ var stdlibSkip = map[string]bool{
 }
 
 // addPython copies the host's python3, the standard library (less
-// stdlibSkip, with its precompiled __pycache__) and those extension
-// modules whose libraries the interpreter already brings.
+// stdlibSkip, with its precompiled __pycache__), ctypes with its library,
+// and those extension modules whose libraries the interpreter already
+// brings.
 func (t tree) addPython(python string) error {
 	real, err := filepath.EvalSymlinks(python)
 	if err != nil {
@@ -217,7 +218,17 @@ func (t tree) addPython(python string) error {
 	if err := t.addStdlib(stdlib, tag); err != nil {
 		return err
 	}
-	return t.addExtensions(path.Join(stdlib, "lib-dynload"))
+	dynload := path.Join(stdlib, "lib-dynload")
+	// ctypes, with libffi: a zygote template's bootstrap (nsjail's
+	// zygote.py) imports it, so the zygote test needs it.
+	ctypes, _ := filepath.Glob(filepath.Join(dynload, "_ctypes.*.so"))
+	if len(ctypes) != 1 {
+		return fmt.Errorf("python: no single _ctypes extension in %s (found %v)", dynload, ctypes)
+	}
+	if err := t.addELF(ctypes[0]); err != nil {
+		return err
+	}
+	return t.addExtensions(dynload)
 }
 
 // addStdlib copies the pure-Python standard library with the bytecode
