@@ -367,9 +367,12 @@ func TestContainerServe(t *testing.T) {
 	if err := server.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stopped := false
 	defer func() {
-		exec.Command(w.runtime, "kill", id, "TERM").Run()
-		server.Wait()
+		if !stopped {
+			exec.Command(w.runtime, "kill", id, "KILL").Run()
+			server.Wait()
+		}
 		exec.Command(w.runtime, "delete", "-f", id).Run()
 	}()
 	exe := func(args ...string) *exec.Cmd {
@@ -400,6 +403,36 @@ func TestContainerServe(t *testing.T) {
 		t.Errorf("HumanEval canonical through the server: %v\n%s%s\nserver: %s", err, out, errOut, log.String())
 	}
 	t.Logf("HumanEval canonical through microbox serve in the container: %s", lastLine(out.String()))
+	// SIGTERM stops the server: it kills its jails (as their owner: the
+	// pod grants no CAP_KILL), those it started ahead included, and
+	// removes their cgroups before it exits.
+	sleeper.Process.Kill()
+	sleeper.Wait()
+	exec.Command(w.runtime, "kill", id, "TERM").Run()
+	waited := make(chan error, 1)
+	go func() { waited <- server.Wait() }()
+	select {
+	case <-waited:
+		stopped = true
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the server still ran 30 s after SIGTERM\nserver: %s", log.String())
+	}
+	if left := jailGroups(id); len(left) > 0 {
+		t.Errorf("the stopped server left run cgroups: %v\nserver: %s", left, log.String())
+	}
+}
+
+// jailGroups lists the run cgroups under the container's own (runc names
+// the container's cgroup after its id).
+func jailGroups(id string) []string {
+	var found []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "microbox-jail-") && strings.Contains(p, "/"+id+"/") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
 }
 
 // The Indexed Job's exact command lines, one container per completion

@@ -27,6 +27,10 @@ type supervisor struct {
 	// then, for a zygote's template, childSlots more for its children.
 	slots      []uidSlot
 	childSlots int
+	// owner is the host uid that owns the jail's user namespace when it
+	// is not microbox's own (root-run jails: their first slot's), for
+	// killAsOwner; 0 otherwise.
+	owner int
 	// zygote is set for a run forked from a zygote's template: its PID 1
 	// is not our child, and its run is not a plan (zygote.go); control,
 	// for a template's own jail: its program's fd 0 is a socket to us.
@@ -144,6 +148,7 @@ func (sv *supervisor) spawn(sp *Spawner) error {
 			req.lockFDs = append(req.lockFDs, slot.fd) // PID 1 holds them as long as it lives
 		}
 		ids = ids.inSlots(sv.slots)
+		sv.owner = ids.hostUID
 	}
 	req.uidMap, req.gidMap = ids.maps()
 	req.owner = ids.creator()
@@ -462,9 +467,9 @@ func (sv *supervisor) kill(limit string) {
 	}
 	switch {
 	case sv.zygote != nil:
-		sv.zygote.kill()
+		sv.zygote.kill(sv.owner)
 	case sv.pid > 0: // 0 or less would name a process group, or every process
-		unix.Kill(sv.pid, unix.SIGKILL)
+		killAsOwner(sv.owner, func() error { return unix.Kill(sv.pid, unix.SIGKILL) })
 	}
 	if sv.cg != nil {
 		sv.cg.Kill()

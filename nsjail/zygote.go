@@ -586,7 +586,7 @@ func (c *ZygoteChild) Alive() bool {
 // up; like RunEarly it never returns a nil result, and the caller must
 // call teardown.
 func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, func() error) {
-	sv := &supervisor{began: monotonic(), trace: s.Trace, pid: c.pid, cg: c.cg, zygote: &zygoteRun{c: c}}
+	sv := &supervisor{began: monotonic(), trace: s.Trace, pid: c.pid, cg: c.cg, zygote: &zygoteRun{c: c}, owner: c.t.sv.owner}
 	sv.markMoments(s.Before)
 	var err error
 	switch {
@@ -611,7 +611,7 @@ func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, func() 
 func (c *ZygoteChild) discard() {
 	if c.pidfd != nil { // PID 1, and with it the run's namespace
 		z := &zygoteRun{c: c}
-		z.kill()
+		z.kill(c.t.sv.owner)
 		z.awaitExit()
 	}
 	if c.cg != nil {
@@ -707,8 +707,12 @@ func (z *zygoteRun) send(sv *supervisor) error {
 	return z.c.run.Close()
 }
 
-func (z *zygoteRun) kill() {
-	control(z.c.pidfd, func(fd int) error { return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+// kill ends the child's PID 1, which is in its template's user
+// namespace, owned by owner.
+func (z *zygoteRun) kill(owner int) {
+	control(z.c.pidfd, func(fd int) error {
+		return killAsOwner(owner, func() error { return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+	})
 }
 
 // awaitExit waits, in Go's poller, until the child's PID 1, and with it
