@@ -403,9 +403,16 @@ func TestContainerServe(t *testing.T) {
 		t.Errorf("HumanEval canonical through the server: %v\n%s%s\nserver: %s", err, out, errOut, log.String())
 	}
 	t.Logf("HumanEval canonical through microbox serve in the container: %s", lastLine(out.String()))
-	// SIGTERM stops the server: it kills its jails (as their owner: the
-	// pod grants no CAP_KILL), those it started ahead included, and
-	// removes their cgroups before it exits.
+	// A run forked from a warm interpreter: the server keeps the
+	// template, and a child forked ahead, until it stops.
+	zout, _ := exe("/usr/local/bin/microbox", "exec", "--zygote", "--json", "-c", "print(6 * 7)").Output()
+	var z struct{ Status, Stdout, Start string }
+	if err := json.Unmarshal(zout, &z); err != nil || z.Status != "ok" || z.Stdout != "42\n" || z.Start != "zygote" {
+		t.Errorf("a forked run in the container: %v %v %s\nserver: %s", err, z, zout, log.String())
+	}
+	// SIGTERM stops the server: it kills its jails and templates (as
+	// their owner: the pod grants no CAP_KILL), those it started ahead
+	// included, and removes their cgroups before it exits.
 	sleeper.Process.Kill()
 	sleeper.Wait()
 	exec.Command(w.runtime, "kill", id, "TERM").Run()
