@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -235,6 +236,7 @@ func TestDocumentedCommands(t *testing.T) {
 			t.Fatalf("go build -tags %q ./cmd/microbox: %v\n%s", tags, err, msg)
 		}
 	}
+	leaveNothing(t)
 	env := commandEnv(filepath.Dir(bin), filepath.Join(tmp, "cache"))
 	// The HTTP API's examples (docs/http-api.md) go to a server of the
 	// test's own, at $MICROBOX_URL as they say.
@@ -252,6 +254,30 @@ func TestDocumentedCommands(t *testing.T) {
 			})
 		}
 	}
+}
+
+// hostTmpPath is a path in the host's /tmp as the documents write one.
+var hostTmpPath = regexp.MustCompile(`/tmp/[A-Za-z0-9_.-]+`)
+
+// leaveNothing removes, when the test ends, what the documented commands
+// create in /tmp (an audit log, results files): each /tmp path the
+// documents name that did not exist before the test started.
+func leaveNothing(t *testing.T) {
+	var created []string
+	for _, d := range documents(t) {
+		for _, c := range d.commands() {
+			for _, p := range hostTmpPath.FindAllString(c.text, -1) {
+				if _, err := os.Lstat(p); os.IsNotExist(err) && !slices.Contains(created, p) {
+					created = append(created, p)
+				}
+			}
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range created {
+			os.RemoveAll(p)
+		}
+	})
 }
 
 // commandEnv is the test's environment for the commands: the binary under
