@@ -198,13 +198,11 @@ func Orphaned(dir string) bool {
 // IsRunGroup reports whether name is that of a run group microbox made.
 func IsRunGroup(name string) bool { return strings.HasPrefix(name, runPrefix) }
 
-// retryRemove removes a cgroup directory; the kernel answers EBUSY while
-// a task that has exited is not yet reaped (cgroup.procs no longer lists
-// it), which after a fork bomb, or on a loaded host, can take more than a
-// second; so it retries for about two.
+// retryRemove removes a cgroup directory; the kernel can answer EBUSY for a
+// moment after the last task exited, so it retries for about a second.
 func retryRemove(dir string) error {
 	var err error
-	for delay := time.Millisecond; delay < 2*time.Second; delay *= 2 {
+	for delay := time.Millisecond; delay < 300*time.Millisecond; delay *= 2 {
 		err = os.Remove(dir)
 		if err == nil || errors.Is(err, os.ErrNotExist) {
 			return nil
