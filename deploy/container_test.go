@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/microbox/microbox/cgroup"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -434,7 +435,7 @@ func TestContainerServe(t *testing.T) {
 func jailGroups(id string) []string {
 	var found []string
 	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "microbox-jail-") && strings.Contains(p, "/"+id+"/") {
+		if err == nil && d.IsDir() && cgroup.IsRunGroup(d.Name()) && strings.Contains(p, "/"+id+"/") {
 			found = append(found, p)
 		}
 		return nil

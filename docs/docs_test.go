@@ -256,8 +256,9 @@ func TestDocumentedCommands(t *testing.T) {
 	}
 }
 
-// hostTmpPath is a path in the host's /tmp as the documents write one.
-var hostTmpPath = regexp.MustCompile(`/tmp/[A-Za-z0-9_.-]+`)
+// hostTmpPath is a path in the host's /tmp as the documents write one
+// (not /var/tmp's, nor another directory's tmp).
+var hostTmpPath = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])(/tmp/[A-Za-z0-9_.-]+)`)
 
 // leaveNothing removes, when the test ends, what the documented commands
 // create in /tmp (an audit log, results files): each /tmp path the
@@ -266,7 +267,8 @@ func leaveNothing(t *testing.T) {
 	var created []string
 	for _, d := range documents(t) {
 		for _, c := range d.commands() {
-			for _, p := range hostTmpPath.FindAllString(c.text, -1) {
+			for _, m := range hostTmpPath.FindAllStringSubmatch(c.text, -1) {
+				p := m[1]
 				if _, err := os.Lstat(p); os.IsNotExist(err) && !slices.Contains(created, p) {
 					created = append(created, p)
 				}
