@@ -61,6 +61,10 @@ func main() {
 	flag.Parse()
 	bin, err := filepath.Abs(*microbox)
 	check(err)
+	if *stress {
+		runStress(bin)
+		return
+	}
 	dir, err := os.MkdirTemp("", "microbox-benchapi-")
 	check(err)
 	defer os.RemoveAll(dir)
@@ -173,6 +177,9 @@ func pct(ds []time.Duration, p int) float64 {
 }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+// decodeJSON reads one JSON value from r into v.
+func decodeJSON(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
 
 func httpRun(url string) func() error {
 	body := `{"code": "` + program + `", "mem": "256M", "timeout": "5s"}`
