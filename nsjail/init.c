@@ -750,6 +750,20 @@ static void arm_deadline(uint64_t timeout_ns)
 		die("set the deadline");
 }
 
+// skip_program_pid makes a zygote's template other than pid 2, which is
+// each of its runs' programs' pid in their own namespaces: OpenSSL (and
+// any library keyed on getpid()) tells a fork by its pid changing, and a
+// run with the template's pid would go on with the template's random
+// stream. Pids are given in turn, so a child that ends at once takes 2.
+static void skip_program_pid(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+		die("take pid 2 for the template's runs");
+}
+
 // jail_init is PID 1 of the new namespaces: it waits for the supervisor's
 // go, builds the jail, waits for its run, starts the program, reports and
 // reaps. It never returns.
@@ -798,6 +812,8 @@ static void jail_init(const struct jail *j)
 	int errpipe[2];
 	if (pipe2(errpipe, O_CLOEXEC) < 0)
 		die("pipe");
+	if (prog.keep_root)
+		skip_program_pid();
 	pid_t child = spawn_program(&prog, errpipe);
 	if (child < 0)
 		die("start the program");

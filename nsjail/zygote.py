@@ -319,11 +319,16 @@ def finish():
 def reseed():
     # A fork shares its template's generators: a run must not predict a
     # sibling's random numbers, nor repeat them.
+    # (OpenSSL's generator reseeds itself: the template is not pid 2, as
+    # each run's program is, and OpenSSL tells a fork by its pid.)
     import random
     random.seed()
     np = sys.modules.get("numpy")
     if np is not None:
         np.random.seed()
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None:  # the key its connections authenticate with
+        mp.current_process().authkey = os.urandom(32)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +253,52 @@ func TestZygoteColdStart(t *testing.T) {
 	if r := testSpawner(t).Run(context.Background(), s); r.Status != result.StatusOK || r.Start != "cold" {
 		t.Fatalf("%s start %q %v", r.Status, r.Start, deref(r.Error))
 	}
+}
+
+// Every source of randomness a run can draw from is its own: a fork of a
+// template whose preload used OpenSSL's generator (created an SSLContext)
+// must not continue the template's stream, nor a sibling's; nor share
+// multiprocessing's authentication key.
+func TestZygoteRandomness(t *testing.T) {
+	preload := preloadModule(t, "import multiprocessing, ssl\nssl.create_default_context()\nssl.RAND_bytes(16)\n")
+	s := zygoteSpec(t, `
+import json, multiprocessing, os, random, secrets, ssl, uuid
+print(json.dumps([ssl.RAND_bytes(16).hex(), os.urandom(16).hex(), str(uuid.uuid4()), secrets.token_hex(16), random.random(),
+                  multiprocessing.current_process().authkey.hex()]))
+`, preload)
+	tmpl := startTemplate(t, s)
+	seen := map[string]int{}
+	for i := range 3 {
+		r := runChild(t, tmpl, s)
+		var vals []any
+		if r.Status != result.StatusOK || json.Unmarshal([]byte(r.Stdout), &vals) != nil {
+			t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
+		for j, v := range vals {
+			k := fmt.Sprint(j, v)
+			if prev, ok := seen[k]; ok {
+				t.Errorf("runs %d and %d drew the same value from source %d: %v", prev, i, j, v)
+			}
+			seen[k] = i
+		}
+	}
+}
+
+// preloadModule writes a module of source where the jails' interpreter
+// (the host's, in the host-derived root) imports from, for the test's
+// length, and names it.
+func preloadModule(t *testing.T, source string) string {
+	t.Helper()
+	needNamespaces(t)
+	dir := "/usr/local/lib/python3.11/dist-packages"
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("no %s for a test module: %v", dir, err)
+	}
+	name := fmt.Sprintf("microbox_test_preload_%d", os.Getpid())
+	path := filepath.Join(dir, name+".py")
+	if err := os.WriteFile(path, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+	return name
 }
