@@ -77,6 +77,7 @@ def template():
         send(ctl, {"error": "%s: the template has %d threads after them (a fork copies only one): "
                    "preload modules that start none" % (",".join(cfg.get("preload") or ()), threads)})
         os._exit(1)
+    quiet()
     send(ctl, {"ready": sys.version.split()[0]})
     # Each run's PID 1 is the template's child, watched by the supervisor
     # through a pidfd; the kernel reaps it (each PID 1 sets its own
@@ -94,6 +95,23 @@ def template():
             os.write(fds[0], b"error zygote: clone: %s\n" % os.strerror(-pid).encode())
         for fd in fds:
             os.close(fd)
+
+
+def quiet():
+    # What the preloads printed is the template's, and goes to its own
+    # pipes now (the supervisor discards it), not into a buffer each run
+    # would inherit and flush into its own output; from here on the
+    # template's stdout and stderr are /dev/null.
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+    libc.fflush(None)  # C's stdio buffers too
+    null = os.open("/dev/null", os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def send(sock, obj):

@@ -302,3 +302,16 @@ func preloadModule(t *testing.T, source string) string {
 	t.Cleanup(func() { os.Remove(path) })
 	return name
 }
+
+// What a preload prints is not any run's output: the run's stdout and
+// stderr hold only what the run wrote.
+func TestZygotePreloadOutput(t *testing.T) {
+	preload := preloadModule(t, "import sys\nprint('preload out', end='')\nsys.stderr.write('preload err')\n")
+	s := zygoteSpec(t, "import sys; print('run out'); print('run err', file=sys.stderr)", preload)
+	tmpl := startTemplate(t, s)
+	for range 2 {
+		if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "run out\n" || r.Stderr != "run err\n" {
+			t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
+	}
+}
