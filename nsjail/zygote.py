@@ -12,7 +12,8 @@
 #                 zygote_init), exec'd from the binary's descriptor the
 #                 supervisor gave the template: it mounts the run's scratch
 #                 areas and /proc, lets the program go on, reports, reaps;
-#   the program   pid 2: drops every privilege, loads the seccomp filter,
+#   the program   pid 2: makes its cgroup namespace, drops every
+#                 privilege, loads the seccomp filter,
 #                 then waits for the run: its code, files, environment and
 #                 descriptors. Only then does a caller's code run, here.
 # The template never runs a caller's code, and each run is a fresh fork of
@@ -36,7 +37,7 @@ BOOTSTRAP = os.path.abspath(__file__)
 libc = ctypes.CDLL(None, use_errno=True)
 pylibc = ctypes.PyDLL(None, use_errno=True)
 
-CLONE_NEWNS, CLONE_NEWUTS = 0x00020000, 0x04000000
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
 PR_SET_DUMPABLE, PR_CAPBSET_DROP = 4, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
@@ -222,9 +223,12 @@ def receive(run):
 
 
 def sandbox(req):
-    # The run's own host uid (a slot of the template's map), a user
+    # A cgroup namespace rooted at the run's cgroup, which the program was
+    # born in (PID 1's own, made after this fork, is not the program's);
+    # the run's own host uid (a slot of the template's map), a user
     # namespace of its own in which it is the sandbox's uid, every
     # capability dropped, no_new_privs, the rlimits, the filter.
+    check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup")
     os.setsid()
     os.setgroups([])
     os.setresgid(req["gid"], req["gid"], req["gid"])

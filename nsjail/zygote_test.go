@@ -315,3 +315,60 @@ func TestZygotePreloadOutput(t *testing.T) {
 		}
 	}
 }
+
+// A forked run's namespaces are its own, as a cold run's are: its cgroup
+// namespace is rooted at its own cgroup (/proc/self/cgroup reads as a cold
+// run's), and no namespace is a concurrent sibling's.
+func TestZygoteNamespaces(t *testing.T) {
+	code := `
+import json, os
+print(json.dumps({"cgroup": open("/proc/self/cgroup").read(),
+                  "ns": {n: os.readlink("/proc/self/ns/" + n) for n in ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")}}))
+`
+	type seen struct {
+		Cgroup string
+		NS     map[string]string
+	}
+	observe := func(r *result.Result) seen {
+		var s seen
+		if r.Status != result.StatusOK || json.Unmarshal([]byte(r.Stdout), &s) != nil {
+			t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
+		return s
+	}
+	cold := observe(testSpawner(t).Run(context.Background(), coldSpec(t, code)))
+	s := zygoteSpec(t, code)
+	tmpl := startTemplate(t, s)
+	// Both alive at once: an ended namespace's number is given again.
+	c1, err := tmpl.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := tmpl.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	a := observe(Settle(c1.Run(context.Background(), s)))
+	b := observe(Settle(c2.Run(context.Background(), s)))
+	if a.Cgroup != cold.Cgroup || b.Cgroup != cold.Cgroup {
+		t.Errorf("/proc/self/cgroup: forked %q and %q, cold %q", a.Cgroup, b.Cgroup, cold.Cgroup)
+	}
+	for n, id := range a.NS {
+		if b.NS[n] == id {
+			t.Errorf("two forked runs share their %s namespace (%s)", n, id)
+		}
+	}
+}
+
+// coldSpec is zygoteSpec's run without a zygote.
+func coldSpec(t testing.TB, code string) *Spec {
+	t.Helper()
+	o := Defaults()
+	o.Code, o.Capture = &code, true
+	s, err := o.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
