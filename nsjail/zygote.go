@@ -262,6 +262,11 @@ func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 	return t, nil
 }
 
+// templatePids is a template's jail's pids budget: its PID 1, the
+// template, the pid it skips (init.c: skip_program_pid) and each child's
+// PID 1 until it moves to its run's cgroup.
+const templatePids = 3 + ZygoteChildren
+
 // templateSpec is the template's own jail: the runs' root, scratch and
 // limits, with the bootstrap among its root files, started as the jail's
 // root, with no filter (the children load it) and no time limit.
@@ -278,6 +283,14 @@ func templateSpec(runs *Spec, argv0 []string) *Spec {
 	t.Stdin, t.Stdout, t.Stderr, t.Capture = nil, nil, nil, false
 	t.Seccomp, t.Trace, t.Before, t.Zygote = nil, false, nil, nil
 	t.Timeout = time.Hour // unused: the template's plan has no deadline
+	if runs.Cgroup != nil {
+		// The runs' memory and CPU limits, but not their pids budget: each
+		// run's PID 1 is cloned here before it moves to the run's cgroup,
+		// where it and its program count as a cold run's PID 1 and program.
+		cg := *runs.Cgroup
+		cg.Limits.Pids = templatePids
+		t.Cgroup = &cg
+	}
 	t.template = true
 	return &t
 }
@@ -667,7 +680,7 @@ type runRequest struct {
 	Cwd       string   `json:"cwd"`
 	Code      *string  `json:"code"` // nil: the program reads File
 	File      string   `json:"file"`
-	Files     [][3]any `json:"files"`
+	Files     [][3]any `json:"files"` // path, mode, size: the bytes follow the JSON
 	TimeoutNs int64    `json:"timeout_ns"`
 	NullStdin bool     `json:"stdin_null"`
 }
@@ -688,7 +701,7 @@ func (z *zygoteRun) send(sv *supervisor) error {
 		}
 	}
 	for _, f := range s.Files {
-		req.Files = append(req.Files, [3]any{f.Path, int(f.Mode.Perm()), hex.EncodeToString(f.Data)})
+		req.Files = append(req.Files, [3]any{f.Path, int(f.Mode.Perm()), len(f.Data)})
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -703,6 +716,11 @@ func (z *zygoteRun) send(sv *supervisor) error {
 	p.closeChildEnds()
 	if _, err := z.c.run.Write(msg[4:]); err != nil {
 		return fmt.Errorf("send the run: %w", err)
+	}
+	for _, f := range s.Files { // raw, after the JSON (zygote.py: take)
+		if _, err := z.c.run.Write(f.Data); err != nil {
+			return fmt.Errorf("send the run's file %s: %w", f.Path, err)
+		}
 	}
 	return z.c.run.Close()
 }

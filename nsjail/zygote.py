@@ -180,7 +180,7 @@ def program(req, run, go_r, start_w):
         sandbox(req)
         run.send(b"ready")
         spec, fds = receive(run)
-        take(spec, fds)
+        take(spec, fds, run)
         run.detach()  # closed below, with every descriptor of microbox's
     except BaseException as e:
         os.write(start_w, b"!%s: %s" % (type(e).__name__.encode(), str(e).encode()))
@@ -190,25 +190,34 @@ def program(req, run, go_r, start_w):
     run_main(spec)
 
 
-def take(spec, fds):
-    # The run's descriptors, files and working directory.
+def take(spec, fds, run):
+    # The run's descriptors, files and working directory. Each file's
+    # bytes follow the run's JSON on the socket, and go to the file a
+    # piece at a time: the run's memory holds the file, as a cold run's
+    # does, and not copies of it.
     if spec["stdin_null"]:
         os.close(fds[0])
         fds[0] = os.open("/dev/null", os.O_RDONLY)
     for fd, target in zip(fds, (0, 1, 2)):
         os.dup2(fd, target)
         os.close(fd)
-    for path, mode, data in spec["files"] or ():
+    buf = memoryview(bytearray(1 << 16))
+    for path, mode, size in spec["files"] or ():
         os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
         with open(path, "wb") as f:
-            f.write(bytes.fromhex(data))
+            while size > 0:
+                n = run.recv_into(buf, min(size, len(buf)))
+                if n == 0:
+                    raise OSError("the run's files came truncated")
+                f.write(buf[:n])
+                size -= n
         os.chmod(path, mode)
     os.chdir(spec["cwd"])
 
 
 def receive(run):
     # The run: its length, with the program's three descriptors, then its
-    # JSON (nsjail/zygote.go: zygoteRun.send).
+    # JSON (nsjail/zygote.go: zygoteRun.send); its files' bytes follow.
     head, fds, _, _ = socket.recv_fds(run, 4, 3, socket.MSG_WAITALL)
     if len(head) != 4 or len(fds) != 3:
         raise OSError("no run came")

@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/result"
 )
 
@@ -371,4 +373,42 @@ func coldSpec(t testing.TB, code string) *Spec {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// The verdicts at the limits' edges are a cold run's: the pids budget
+// counts what a cold run's does (its PID 1 and program), and a run's
+// files are written outside its memory budget, as a cold run's are.
+func TestZygoteLimitEdges(t *testing.T) {
+	needNamespaces(t)
+	big := bytes.Repeat([]byte("x"), 12<<20)
+	cases := []struct {
+		name   string
+		code   string
+		limits cgroup.Limits
+		files  []File
+	}{
+		{"pids 1", "print(1)", cgroup.Limits{Memory: 256 << 20, Pids: 1}, nil},
+		{"pids 2", "print(1)", cgroup.Limits{Memory: 256 << 20, Pids: 2}, nil},
+		{"pids 3", "import os\nif os.fork() == 0: os._exit(0)\nos.wait(); print(1)", cgroup.Limits{Memory: 256 << 20, Pids: 3}, nil},
+		{"12 MiB file in 64 MiB", "import os; print(os.path.getsize('/tmp/big'))", cgroup.Limits{Memory: 64 << 20, Pids: 16},
+			[]File{{Path: "/tmp/big", Data: big, Mode: 0o644}}},
+	}
+	sp := testSpawner(t)
+	for _, c := range cases {
+		cold, forked := coldSpec(t, c.code), zygoteSpec(t, c.code)
+		for _, s := range []*Spec{cold, forked} {
+			s.Cgroup = &cgroup.Options{Limits: c.limits}
+			s.Files = c.files
+		}
+		want := sp.Run(context.Background(), cold)
+		tmpl := startTemplate(t, forked)
+		got := &result.Result{Status: result.StatusSandboxError}
+		if child, err := tmpl.Fork(); err == nil { // a fork that fails is the run's sandbox_error
+			got = Settle(child.Run(context.Background(), forked))
+		}
+		if got.Status != want.Status || got.Stdout != want.Stdout {
+			t.Errorf("%s: forked %s %q (%v), cold %s %q (%v)", c.name, got.Status, got.Stdout, deref(got.Error), want.Status, want.Stdout, deref(want.Error))
+		}
+		tmpl.Close()
+	}
 }
