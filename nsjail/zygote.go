@@ -210,12 +210,8 @@ func zygoteCheck(s *Spec) error {
 			return errors.New("a zygote run cannot have the policy layers' files: its interpreter started before them")
 		}
 	}
-	base, _ := BaseEnv(nil)
-	for _, e := range s.Env {
-		if strings.HasPrefix(e, "PYTHON") && !contains(base, e) {
-			k, _, _ := strings.Cut(e, "=")
-			return fmt.Errorf("environment variable %s cannot take effect in a zygote run: its interpreter started before it", k)
-		}
+	if err := startEnvCheck(s); err != nil {
+		return err
 	}
 	if s.Zygote != nil {
 		for _, m := range s.Zygote.Preload {
@@ -223,6 +219,36 @@ func zygoteCheck(s *Spec) error {
 				return field.Errorf("Preload", "{Preload}: %q is not a module name", m)
 			}
 		}
+	}
+	return nil
+}
+
+// startEnvCheck refuses a variable of s's environment, other than the
+// base environment's (the template's), that is read only at the
+// interpreter's start: by the dynamic loader and libc (LD_*, GLIBC_*,
+// MALLOC_*), by Python for itself (PYTHON*), its locale (LANG, LC_ALL,
+// LC_CTYPE: the encodings), and its user site (HOME, unless -s or -I
+// turn it off). A fork's interpreter has started with the template's.
+// (TZ and TMPDIR are read later, and zygote.py renews what they set.)
+func startEnvCheck(s *Spec) error {
+	base, _ := BaseEnv(nil)
+	a, _ := parseZygoteArgv(s)
+	userSite := !slices.Contains(a.argv0, "-s") && !slices.Contains(a.argv0, "-I")
+	for _, e := range s.Env {
+		k, _, _ := strings.Cut(e, "=")
+		if contains(base, e) {
+			continue
+		}
+		fix := "leave it out"
+		switch {
+		case k == "HOME" && userSite:
+			fix += ", or pass the interpreter's -s"
+		case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LD_"), strings.HasPrefix(k, "GLIBC_"), strings.HasPrefix(k, "MALLOC_"),
+			k == "LANG", k == "LC_ALL", k == "LC_CTYPE":
+		default:
+			continue
+		}
+		return fmt.Errorf("environment variable %s cannot take effect in a zygote run: it is read at the interpreter's start, and a fork's interpreter started before it (%s)", k, fix)
 	}
 	return nil
 }

@@ -275,6 +275,9 @@ def run_main(spec):
     # the same traceback and exit status.
     os.environ.clear()
     os.environ.update(kv.split("=", 1) for kv in spec["env"] or ())
+    time.tzset()  # time.tzname and the rest, from the run's TZ
+    if "tempfile" in sys.modules:  # its directory, from the run's TMPDIR
+        sys.modules["tempfile"].tempdir = None
     main = types.ModuleType("__main__")
     main.__dict__.update({"__builtins__": __builtins__, "__spec__": None, "__loader__": None})
     path, code = spec["file"], spec["code"]

@@ -234,6 +234,9 @@ func TestZygoteCommandLines(t *testing.T) {
 	}{
 		{func(o *Options) { o.PythonFlags = []string{"-O"} }, "option -O"},
 		{func(o *Options) { o.Env = []string{"PYTHONHASHSEED=1"} }, "PYTHONHASHSEED"},
+		{func(o *Options) { o.Env = []string{"LD_PRELOAD=/tmp/x.so"} }, "LD_PRELOAD cannot take effect"},
+		{func(o *Options) { o.Env = []string{"LC_ALL=C"} }, "LC_ALL cannot take effect"},
+		{func(o *Options) { o.Env = []string{"HOME=/tmp/home"} }, "HOME cannot take effect in a zygote run: it is read at the interpreter's start, and a fork's interpreter started before it (leave it out, or pass the interpreter's -s)"},
 		{func(o *Options) { o.Preload = []string{"os; import x"} }, "not a module name"},
 		{func(o *Options) { o.Zygote = false; o.Preload = []string{"json"} }, "Preload needs Zygote"},
 	} {
@@ -410,5 +413,33 @@ func TestZygoteLimitEdges(t *testing.T) {
 			t.Errorf("%s: forked %s %q (%v), cold %s %q (%v)", c.name, got.Status, got.Stdout, deref(got.Error), want.Status, want.Stdout, deref(want.Error))
 		}
 		tmpl.Close()
+	}
+}
+
+// What a run's environment sets after the interpreter's start is the
+// run's, as in a cold run (TZ, TMPDIR, even once a preload has used the
+// template's); HOME is the run's too where the user site is off (-s).
+func TestZygoteEnvironment(t *testing.T) {
+	preload := preloadModule(t, "import tempfile, time\ntempfile.gettempdir()\n")
+	code := "import os, tempfile, time; print(time.tzname, time.timezone, tempfile.gettempdir(), os.path.expanduser('~'))"
+	specs := map[bool]*Spec{}
+	for _, zygote := range []bool{false, true} {
+		o := Defaults()
+		o.Code, o.Capture, o.PythonFlags = &code, true, []string{"-s"}
+		if zygote {
+			o.Zygote, o.Preload = true, []string{preload}
+		}
+		o.Env = []string{"TZ=JST-9", "TMPDIR=/tmp/t", "HOME=/tmp/h"}
+		o.Files = []File{{Path: "/tmp/t/x", Mode: 0o644}}
+		s, err := o.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs[zygote] = s
+	}
+	cold := testSpawner(t).Run(context.Background(), specs[false])
+	forked := runChild(t, startTemplate(t, specs[true]), specs[true])
+	if cold.Status != result.StatusOK || forked.Stdout != cold.Stdout {
+		t.Fatalf("forked %s %q %q, cold %s %q %q", forked.Status, forked.Stdout, forked.Stderr, cold.Status, cold.Stdout, cold.Stderr)
 	}
 }
