@@ -1191,7 +1191,8 @@ const char microbox_init_env[] = INIT_ENV;
 // Descriptors: PLAN_FD and STATUS_FD, one socket to the supervisor;
 // ZYGOTE_GO_FD, the pipe on which the program waits for its go;
 // ZYGOTE_START_FD, the pipe on which the program says it starts the
-// caller's code, with its time limit, or "!" and why it could not.
+// caller's code, with its time limit and its CLOCK_MONOTONIC then (ns),
+// or "!" and why it could not.
 #define ZYGOTE_GO_FD 5
 #define ZYGOTE_START_FD 6
 #define ZYGOTE_PROGRAM 2 // the program's pid in the run's namespace
@@ -1223,8 +1224,14 @@ static void zygote_init(void)
 		status("error zygote: the run's program: %s", n > 0 ? said + 1 : "it ended before its run began");
 		_exit(EXIT_SANDBOX_ERROR);
 	}
-	status("start %llu", (unsigned long long)now_ns());
-	arm_deadline(strtoull(said, NULL, 10));
+	// The program's own moment of starting, not this read's, which may
+	// come later: the run's wall time must not miss what it slept first.
+	char *end;
+	uint64_t timeout = strtoull(said, &end, 10), start = strtoull(end, NULL, 10), now = now_ns();
+	if (start == 0 || start > now)
+		start = now;
+	status("start %llu", (unsigned long long)start);
+	arm_deadline(now - start < timeout ? timeout - (now - start) : 1);
 	reap_program(ZYGOTE_PROGRAM);
 }
 
