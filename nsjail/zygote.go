@@ -127,7 +127,7 @@ func ZygoteKeyOf(s *Spec) (ZygoteKey, error) {
 	if err := zygoteCheck(s); err != nil {
 		return ZygoteKey{}, err
 	}
-	sh, err := ShapeOf(s)
+	sh, err := ShapeOf(withoutCodeFile(s))
 	if err != nil {
 		return ZygoteKey{}, err
 	}
@@ -138,6 +138,15 @@ func ZygoteKeyOf(s *Spec) (ZygoteKey, error) {
 	}
 	return ZygoteKey{shape: sh, preload: strings.Join(preload, ","), argv0: strings.Join(a.argv0, "\x00"),
 		seccomp: string(s.Seccomp), rlimits: s.Rlimits.withDefaults(), mode: s.SeccompMode}, nil
+}
+
+// withoutCodeFile is s without the root file long code travels in
+// (Options.longCode): the code is the run's, however long, and not the
+// template's shape.
+func withoutCodeFile(s *Spec) *Spec {
+	c := *s
+	c.RootFiles = slices.DeleteFunc(slices.Clone(s.RootFiles), func(f File) bool { return f.Path == CodeFile })
+	return &c
 }
 
 // Equal reports whether runs of keys a and b fork from the same template.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -441,5 +442,30 @@ func TestZygoteEnvironment(t *testing.T) {
 	forked := runChild(t, startTemplate(t, specs[true]), specs[true])
 	if cold.Status != result.StatusOK || forked.Stdout != cold.Stdout {
 		t.Fatalf("forked %s %q %q, cold %s %q %q", forked.Status, forked.Stdout, forked.Stderr, cold.Status, cold.Stdout, cold.Stderr)
+	}
+}
+
+// Code of any length is the run's own, not its template's: runs of long
+// and short code share a key, and a long program forks from the template
+// a short one started.
+func TestZygoteKeyIgnoresCode(t *testing.T) {
+	long := func(tag string) string {
+		return strings.Repeat("#"+strings.Repeat(tag, 99)+"\n", 1200) + "print(" + strconv.Quote(tag) + ")"
+	}
+	short := zygoteSpec(t, "print('s')")
+	key, err := ZygoteKeyOf(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := startTemplate(t, short)
+	for _, tag := range []string{"a", "b"} {
+		s := zygoteSpec(t, long(tag))
+		k, err := ZygoteKeyOf(s)
+		if err != nil || !k.Equal(key) {
+			t.Fatalf("long code %s: its key is not the short code's (%v)", tag, err)
+		}
+		if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != tag+"\n" {
+			t.Errorf("long code %s: %s %q %q %v", tag, r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
 	}
 }
