@@ -414,6 +414,18 @@ func (t *Template) Err() error {
 	}
 }
 
+// endedUnder reports whether the template has ended, for a run that ended
+// without its status: a template's jail takes its runs with it as it
+// ends, and is seen gone a moment after them.
+func (t *Template) endedUnder() bool {
+	select {
+	case <-t.gone:
+		return true
+	case <-time.After(time.Second):
+		return false
+	}
+}
+
 // Pid is the pid of the template's jail's PID 1, whose end ends the
 // template and its children.
 func (t *Template) Pid() int { return t.sv.pid }
@@ -647,6 +659,10 @@ func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, func() 
 		}
 	}
 	res, teardown := sv.finish(ctx, s, err)
+	if res.Status == result.StatusSandboxError && !sv.gotExit && c.t.endedUnder() {
+		msg := fmt.Sprintf("the run's template ended while it ran, and every run forked from it with it (%v)", c.t.Err())
+		res.Error = &msg
+	}
 	return res, func() error {
 		err := teardown() // the supervisor's: PID 1 gone, the cgroup removed
 		c.cg = nil

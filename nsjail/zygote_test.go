@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/result"
 )
@@ -467,5 +469,24 @@ func TestZygoteKeyIgnoresCode(t *testing.T) {
 		if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != tag+"\n" {
 			t.Errorf("long code %s: %s %q %q %v", tag, r.Status, r.Stdout, r.Stderr, deref(r.Error))
 		}
+	}
+}
+
+// A run whose template ends under it is told so.
+func TestZygoteTemplateDiesUnderRun(t *testing.T) {
+	s := zygoteSpec(t, "import time; print('up', flush=True); time.sleep(60)")
+	s.Timeout = time.Minute
+	tmpl := startTemplate(t, s)
+	c, err := tmpl.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond) // into the run (its result is the same if not)
+		unix.Kill(tmpl.Pid(), unix.SIGKILL)
+	}()
+	r := Settle(c.Run(context.Background(), s))
+	if r.Status != result.StatusSandboxError || !strings.Contains(deref(r.Error), "template ended") {
+		t.Fatalf("status %s error %q", r.Status, deref(r.Error))
 	}
 }
