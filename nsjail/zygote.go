@@ -279,7 +279,7 @@ func contains(list []string, s string) bool {
 // error, naming the module.
 func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 	if !RangesPerJail() {
-		return nil, errors.New("zygote: a template's children each need a host uid range of their own: run microbox as root with the uid ranges mapped (microbox doctor: userns.ranges)")
+		return nil, errors.New("a template's children each need a host uid range of their own: run microbox as root with the uid ranges mapped (microbox doctor: userns.ranges)")
 	}
 	t := &Template{key: key, Born: time.Now(), gone: make(chan struct{})}
 	t.spec = templateSpec(runs, strings.Split(key.argv0, "\x00"))
@@ -287,9 +287,13 @@ func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 	if err == nil {
 		err = t.start(sp, sh)
 	}
+	var fe *field.Error
+	if err != nil && !(errors.As(err, &fe) && fe.Name == "Preload") { // a preload's failure speaks for itself
+		err = fmt.Errorf("start a template: %w", err)
+	}
 	if err != nil {
 		t.end()
-		return nil, fmt.Errorf("zygote: %w", err)
+		return nil, err
 	}
 	for i := 1; i <= ZygoteChildren; i++ {
 		t.free = append(t.free, i)
@@ -484,7 +488,7 @@ func (t *Template) Fork() (*ZygoteChild, error) {
 	c := &ZygoteChild{t: t}
 	if err := c.fork(); err != nil {
 		c.discard()
-		return nil, fmt.Errorf("zygote: fork a run: %w", err)
+		return nil, fmt.Errorf("fork a run: %w", err)
 	}
 	return c, nil
 }
@@ -619,7 +623,7 @@ func (c *ZygoteChild) failure(said []byte) error {
 	n, _ := io.ReadFull(c.ctl, rest)
 	line, _, _ := strings.Cut(string(said)+string(rest[:n]), "\n")
 	if msg, ok := strings.CutPrefix(line, "error "); ok {
-		return errors.New(msg)
+		return errors.New(strings.TrimPrefix(msg, "zygote: ")) // the caller says it is the zygote's
 	}
 	return fmt.Errorf("the template's child failed (%q)", line)
 }
