@@ -372,6 +372,14 @@ static void run_step(struct arg *a, int n, struct program *prog)
 		NEED(1);
 		if (umount2(a[1].p, MNT_DETACH) < 0)
 			die("umount %s", a[1].p);
+	} else if (!strcmp(op, "move")) { // src dst: a mount, moved
+		NEED(2);
+		if (mount(a[1].p, a[2].p, NULL, MS_MOVE, NULL) < 0)
+			die("move the mount %s to %s", a[1].p, a[2].p);
+	} else if (!strcmp(op, "rmdir")) { // path
+		NEED(1);
+		if (rmdir(a[1].p) < 0)
+			die("rmdir %s", a[1].p);
 	} else if (!strcmp(op, "chdir")) {
 		NEED(1);
 		if (chdir(a[1].p) < 0)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -326,15 +327,18 @@ func TestZygotePreloadOutput(t *testing.T) {
 
 // A forked run's namespaces are its own, as a cold run's are: its cgroup
 // namespace is rooted at its own cgroup (/proc/self/cgroup reads as a cold
-// run's), and no namespace is a concurrent sibling's.
+// run's), its mount table is a cold run's, and no namespace is a
+// concurrent sibling's.
 func TestZygoteNamespaces(t *testing.T) {
 	code := `
 import json, os
 print(json.dumps({"cgroup": open("/proc/self/cgroup").read(),
+                  "mounts": sorted(l.split()[4] for l in open("/proc/self/mountinfo") if l.split()[4] != "/run"),
                   "ns": {n: os.readlink("/proc/self/ns/" + n) for n in ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")}}))
 `
 	type seen struct {
 		Cgroup string
+		Mounts []string
 		NS     map[string]string
 	}
 	observe := func(r *result.Result) seen {
@@ -361,6 +365,12 @@ print(json.dumps({"cgroup": open("/proc/self/cgroup").read(),
 	b := observe(Settle(c2.Run(context.Background(), s)))
 	if a.Cgroup != cold.Cgroup || b.Cgroup != cold.Cgroup {
 		t.Errorf("/proc/self/cgroup: forked %q and %q, cold %q", a.Cgroup, b.Cgroup, cold.Cgroup)
+	}
+	// The mount table is a cold run's but for /run (the template's
+	// bootstrap): the template's own /proc, /tmp and /dev/shm are not
+	// beneath the run's.
+	if !slices.Equal(a.Mounts, cold.Mounts) {
+		t.Errorf("mount points: forked %v, cold %v", a.Mounts, cold.Mounts)
 	}
 	for n, id := range a.NS {
 		if b.NS[n] == id {
