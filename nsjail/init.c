@@ -372,6 +372,14 @@ static void run_step(struct arg *a, int n, struct program *prog)
 		NEED(1);
 		if (umount2(a[1].p, MNT_DETACH) < 0)
 			die("umount %s", a[1].p);
+	} else if (!strcmp(op, "move")) { // src dst: a mount, moved
+		NEED(2);
+		if (mount(a[1].p, a[2].p, NULL, MS_MOVE, NULL) < 0)
+			die("move the mount %s to %s", a[1].p, a[2].p);
+	} else if (!strcmp(op, "rmdir")) { // path
+		NEED(1);
+		if (rmdir(a[1].p) < 0)
+			die("rmdir %s", a[1].p);
 	} else if (!strcmp(op, "chdir")) {
 		NEED(1);
 		if (chdir(a[1].p) < 0)
@@ -750,6 +758,20 @@ static void arm_deadline(uint64_t timeout_ns)
 		die("set the deadline");
 }
 
+// skip_program_pid makes a zygote's template other than pid 2, which is
+// each of its runs' programs' pid in their own namespaces: OpenSSL (and
+// any library keyed on getpid()) tells a fork by its pid changing, and a
+// run with the template's pid would go on with the template's random
+// stream. Pids are given in turn, so a child that ends at once takes 2.
+static void skip_program_pid(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+		die("take pid 2 for the template's runs");
+}
+
 // jail_init is PID 1 of the new namespaces: it waits for the supervisor's
 // go, builds the jail, waits for its run, starts the program, reports and
 // reaps. It never returns.
@@ -798,6 +820,8 @@ static void jail_init(const struct jail *j)
 	int errpipe[2];
 	if (pipe2(errpipe, O_CLOEXEC) < 0)
 		die("pipe");
+	if (prog.keep_root)
+		skip_program_pid();
 	pid_t child = spawn_program(&prog, errpipe);
 	if (child < 0)
 		die("start the program");
@@ -1175,7 +1199,8 @@ const char microbox_init_env[] = INIT_ENV;
 // Descriptors: PLAN_FD and STATUS_FD, one socket to the supervisor;
 // ZYGOTE_GO_FD, the pipe on which the program waits for its go;
 // ZYGOTE_START_FD, the pipe on which the program says it starts the
-// caller's code, with its time limit, or "!" and why it could not.
+// caller's code, with its time limit and its CLOCK_MONOTONIC then (ns),
+// or "!" and why it could not.
 #define ZYGOTE_GO_FD 5
 #define ZYGOTE_START_FD 6
 #define ZYGOTE_PROGRAM 2 // the program's pid in the run's namespace
@@ -1207,8 +1232,14 @@ static void zygote_init(void)
 		status("error zygote: the run's program: %s", n > 0 ? said + 1 : "it ended before its run began");
 		_exit(EXIT_SANDBOX_ERROR);
 	}
-	status("start %llu", (unsigned long long)now_ns());
-	arm_deadline(strtoull(said, NULL, 10));
+	// The program's own moment of starting, not this read's, which may
+	// come later: the run's wall time must not miss what it slept first.
+	char *end;
+	uint64_t timeout = strtoull(said, &end, 10), start = strtoull(end, NULL, 10), now = now_ns();
+	if (start == 0 || start > now)
+		start = now;
+	status("start %llu", (unsigned long long)start);
+	arm_deadline(now - start < timeout ? timeout - (now - start) : 1);
 	reap_program(ZYGOTE_PROGRAM);
 }
 

@@ -266,6 +266,12 @@ func (p *plan) dev(s *Spec) {
 // knobs read-only and maskedProc masked with empty, a file.
 func (p *plan) proc(root, empty string) {
 	p.step("mount", "proc", root+"/proc", "proc", num(mountNoExec), "")
+	p.procMasks(root, empty)
+}
+
+// procMasks makes the knobs of the /proc at root read-only and masks the
+// entries that say too much.
+func (p *plan) procMasks(root, empty string) {
 	// Read-only even for root of the jail: the kernel knobs are no
 	// business of the program's, whatever the ownership would say.
 	for _, f := range []string{"/proc/sys", "/proc/sysrq-trigger"} {
@@ -291,13 +297,29 @@ func (p *plan) scratch(root string, s *Spec, ids idMapping) {
 // template's root before the child's program goes on (init.c:
 // zygote_init): what a cold run's mountPlan makes for its namespaces,
 // made again for the child's own: loopback, hostname, /dev/shm, /proc and
-// the scratch areas, the working directory owned by ids' program.
+// the scratch areas, the working directory owned by ids' program. The
+// template's own (the same mounts, in the child's copy of its mount
+// namespace) are detached first, not left beneath the run's, where its
+// mount table would show them.
 func zygotePlan(s *Spec, ids idMapping) *plan {
 	p := &plan{}
 	p.step("loopback_up")
 	p.step("hostname", s.Hostname)
+	p.step("umount", "/dev/shm")
 	p.step("mount", "tmpfs", "/dev/shm", "tmpfs", num(mountNoExec), fmt.Sprintf("size=%d,mode=1777", s.TmpfsSize))
-	p.proc("", zygoteEmpty)
+	// A jail may mount a /proc only while one is visible: the new one is
+	// made aside, then takes the template's place.
+	const aside = "/dev/shm/proc"
+	p.step("mkdir", aside, "448")
+	p.step("mount", "proc", aside, "proc", num(mountNoExec), "")
+	p.step("umount", "/proc")
+	p.step("move", aside, "/proc")
+	p.step("rmdir", aside)
+	p.procMasks("", zygoteEmpty)
+	p.step("umount", "/tmp")
+	if !underTmp(s.Workdir) {
+		p.step("umount", s.Workdir)
+	}
 	p.scratch("", s, ids)
 	return p
 }

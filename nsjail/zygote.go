@@ -127,7 +127,7 @@ func ZygoteKeyOf(s *Spec) (ZygoteKey, error) {
 	if err := zygoteCheck(s); err != nil {
 		return ZygoteKey{}, err
 	}
-	sh, err := ShapeOf(s)
+	sh, err := ShapeOf(withoutCodeFile(s))
 	if err != nil {
 		return ZygoteKey{}, err
 	}
@@ -138,6 +138,15 @@ func ZygoteKeyOf(s *Spec) (ZygoteKey, error) {
 	}
 	return ZygoteKey{shape: sh, preload: strings.Join(preload, ","), argv0: strings.Join(a.argv0, "\x00"),
 		seccomp: string(s.Seccomp), rlimits: s.Rlimits.withDefaults(), mode: s.SeccompMode}, nil
+}
+
+// withoutCodeFile is s without the root file long code travels in
+// (Options.longCode): the code is the run's, however long, and not the
+// template's shape.
+func withoutCodeFile(s *Spec) *Spec {
+	c := *s
+	c.RootFiles = slices.DeleteFunc(slices.Clone(s.RootFiles), func(f File) bool { return f.Path == CodeFile })
+	return &c
 }
 
 // Equal reports whether runs of keys a and b fork from the same template.
@@ -210,12 +219,8 @@ func zygoteCheck(s *Spec) error {
 			return errors.New("a zygote run cannot have the policy layers' files: its interpreter started before them")
 		}
 	}
-	base, _ := BaseEnv(nil)
-	for _, e := range s.Env {
-		if strings.HasPrefix(e, "PYTHON") && !contains(base, e) {
-			k, _, _ := strings.Cut(e, "=")
-			return fmt.Errorf("environment variable %s cannot take effect in a zygote run: its interpreter started before it", k)
-		}
+	if err := startEnvCheck(s); err != nil {
+		return err
 	}
 	if s.Zygote != nil {
 		for _, m := range s.Zygote.Preload {
@@ -223,6 +228,36 @@ func zygoteCheck(s *Spec) error {
 				return field.Errorf("Preload", "{Preload}: %q is not a module name", m)
 			}
 		}
+	}
+	return nil
+}
+
+// startEnvCheck refuses a variable of s's environment, other than the
+// base environment's (the template's), that is read only at the
+// interpreter's start: by the dynamic loader and libc (LD_*, GLIBC_*,
+// MALLOC_*), by Python for itself (PYTHON*), its locale (LANG, LC_ALL,
+// LC_CTYPE: the encodings), and its user site (HOME, unless -s or -I
+// turn it off). A fork's interpreter has started with the template's.
+// (TZ and TMPDIR are read later, and zygote.py renews what they set.)
+func startEnvCheck(s *Spec) error {
+	base, _ := BaseEnv(nil)
+	a, _ := parseZygoteArgv(s)
+	userSite := !slices.Contains(a.argv0, "-s") && !slices.Contains(a.argv0, "-I")
+	for _, e := range s.Env {
+		k, _, _ := strings.Cut(e, "=")
+		if contains(base, e) {
+			continue
+		}
+		fix := "leave it out"
+		switch {
+		case k == "HOME" && userSite:
+			fix += ", or pass the interpreter's -s"
+		case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LD_"), strings.HasPrefix(k, "GLIBC_"), strings.HasPrefix(k, "MALLOC_"),
+			k == "LANG", k == "LC_ALL", k == "LC_CTYPE":
+		default:
+			continue
+		}
+		return fmt.Errorf("environment variable %s cannot take effect in a zygote run: it is read at the interpreter's start, and a fork's interpreter started before it (%s)", k, fix)
 	}
 	return nil
 }
@@ -244,7 +279,7 @@ func contains(list []string, s string) bool {
 // error, naming the module.
 func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 	if !RangesPerJail() {
-		return nil, errors.New("zygote: a template's children each need a host uid range of their own: run microbox as root with the uid ranges mapped (microbox doctor: userns.ranges)")
+		return nil, errors.New("a template's children each need a host uid range of their own: run microbox as root with the uid ranges mapped (microbox doctor: userns.ranges)")
 	}
 	t := &Template{key: key, Born: time.Now(), gone: make(chan struct{})}
 	t.spec = templateSpec(runs, strings.Split(key.argv0, "\x00"))
@@ -252,15 +287,24 @@ func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 	if err == nil {
 		err = t.start(sp, sh)
 	}
+	var fe *field.Error
+	if err != nil && !(errors.As(err, &fe) && fe.Name == "Preload") { // a preload's failure speaks for itself
+		err = fmt.Errorf("start a template: %w", err)
+	}
 	if err != nil {
 		t.end()
-		return nil, fmt.Errorf("zygote: %w", err)
+		return nil, err
 	}
 	for i := 1; i <= ZygoteChildren; i++ {
 		t.free = append(t.free, i)
 	}
 	return t, nil
 }
+
+// templatePids is a template's jail's pids budget: its PID 1, the
+// template, the pid it skips (init.c: skip_program_pid) and each child's
+// PID 1 until it moves to its run's cgroup.
+const templatePids = 3 + ZygoteChildren
 
 // templateSpec is the template's own jail: the runs' root, scratch and
 // limits, with the bootstrap among its root files, started as the jail's
@@ -278,6 +322,14 @@ func templateSpec(runs *Spec, argv0 []string) *Spec {
 	t.Stdin, t.Stdout, t.Stderr, t.Capture = nil, nil, nil, false
 	t.Seccomp, t.Trace, t.Before, t.Zygote = nil, false, nil, nil
 	t.Timeout = time.Hour // unused: the template's plan has no deadline
+	if runs.Cgroup != nil {
+		// The runs' memory and CPU limits, but not their pids budget: each
+		// run's PID 1 is cloned here before it moves to the run's cgroup,
+		// where it and its program count as a cold run's PID 1 and program.
+		cg := *runs.Cgroup
+		cg.Limits.Pids = templatePids
+		t.Cgroup = &cg
+	}
 	t.template = true
 	return &t
 }
@@ -366,6 +418,18 @@ func (t *Template) Err() error {
 	}
 }
 
+// endedUnder reports whether the template has ended, for a run that ended
+// without its status: a template's jail takes its runs with it as it
+// ends, and is seen gone a moment after them.
+func (t *Template) endedUnder() bool {
+	select {
+	case <-t.gone:
+		return true
+	case <-time.After(time.Second):
+		return false
+	}
+}
+
 // Pid is the pid of the template's jail's PID 1, whose end ends the
 // template and its children.
 func (t *Template) Pid() int { return t.sv.pid }
@@ -424,7 +488,7 @@ func (t *Template) Fork() (*ZygoteChild, error) {
 	c := &ZygoteChild{t: t}
 	if err := c.fork(); err != nil {
 		c.discard()
-		return nil, fmt.Errorf("zygote: fork a run: %w", err)
+		return nil, fmt.Errorf("fork a run: %w", err)
 	}
 	return c, nil
 }
@@ -559,7 +623,7 @@ func (c *ZygoteChild) failure(said []byte) error {
 	n, _ := io.ReadFull(c.ctl, rest)
 	line, _, _ := strings.Cut(string(said)+string(rest[:n]), "\n")
 	if msg, ok := strings.CutPrefix(line, "error "); ok {
-		return errors.New(msg)
+		return errors.New(strings.TrimPrefix(msg, "zygote: ")) // the caller says it is the zygote's
 	}
 	return fmt.Errorf("the template's child failed (%q)", line)
 }
@@ -599,6 +663,10 @@ func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, func() 
 		}
 	}
 	res, teardown := sv.finish(ctx, s, err)
+	if res.Status == result.StatusSandboxError && !sv.gotExit && c.t.endedUnder() {
+		msg := fmt.Sprintf("the run's template ended while it ran, and every run forked from it with it (%v)", c.t.Err())
+		res.Error = &msg
+	}
 	return res, func() error {
 		err := teardown() // the supervisor's: PID 1 gone, the cgroup removed
 		c.cg = nil
@@ -667,7 +735,7 @@ type runRequest struct {
 	Cwd       string   `json:"cwd"`
 	Code      *string  `json:"code"` // nil: the program reads File
 	File      string   `json:"file"`
-	Files     [][3]any `json:"files"`
+	Files     [][3]any `json:"files"` // path, mode, size: the bytes follow the JSON
 	TimeoutNs int64    `json:"timeout_ns"`
 	NullStdin bool     `json:"stdin_null"`
 }
@@ -688,7 +756,7 @@ func (z *zygoteRun) send(sv *supervisor) error {
 		}
 	}
 	for _, f := range s.Files {
-		req.Files = append(req.Files, [3]any{f.Path, int(f.Mode.Perm()), hex.EncodeToString(f.Data)})
+		req.Files = append(req.Files, [3]any{f.Path, int(f.Mode.Perm()), len(f.Data)})
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -703,6 +771,11 @@ func (z *zygoteRun) send(sv *supervisor) error {
 	p.closeChildEnds()
 	if _, err := z.c.run.Write(msg[4:]); err != nil {
 		return fmt.Errorf("send the run: %w", err)
+	}
+	for _, f := range s.Files { // raw, after the JSON (zygote.py: take)
+		if _, err := z.c.run.Write(f.Data); err != nil {
+			return fmt.Errorf("send the run's file %s: %w", f.Path, err)
+		}
 	}
 	return z.c.run.Close()
 }

@@ -12,7 +12,8 @@
 #                 zygote_init), exec'd from the binary's descriptor the
 #                 supervisor gave the template: it mounts the run's scratch
 #                 areas and /proc, lets the program go on, reports, reaps;
-#   the program   pid 2: drops every privilege, loads the seccomp filter,
+#   the program   pid 2: makes its cgroup namespace, drops every
+#                 privilege, loads the seccomp filter,
 #                 then waits for the run: its code, files, environment and
 #                 descriptors. Only then does a caller's code run, here.
 # The template never runs a caller's code, and each run is a fresh fork of
@@ -36,7 +37,7 @@ BOOTSTRAP = os.path.abspath(__file__)
 libc = ctypes.CDLL(None, use_errno=True)
 pylibc = ctypes.PyDLL(None, use_errno=True)
 
-CLONE_NEWNS, CLONE_NEWUTS = 0x00020000, 0x04000000
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
 PR_SET_DUMPABLE, PR_CAPBSET_DROP = 4, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
@@ -77,6 +78,7 @@ def template():
         send(ctl, {"error": "%s: the template has %d threads after them (a fork copies only one): "
                    "preload modules that start none" % (",".join(cfg.get("preload") or ()), threads)})
         os._exit(1)
+    quiet()
     send(ctl, {"ready": sys.version.split()[0]})
     # Each run's PID 1 is the template's child, watched by the supervisor
     # through a pidfd; the kernel reaps it (each PID 1 sets its own
@@ -94,6 +96,23 @@ def template():
             os.write(fds[0], b"error zygote: clone: %s\n" % os.strerror(-pid).encode())
         for fd in fds:
             os.close(fd)
+
+
+def quiet():
+    # What the preloads printed is the template's, and goes to its own
+    # pipes now (the supervisor discards it), not into a buffer each run
+    # would inherit and flush into its own output; from here on the
+    # template's stdout and stderr are /dev/null.
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+    libc.fflush(None)  # C's stdio buffers too
+    null = os.open("/dev/null", os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def send(sock, obj):
@@ -161,35 +180,44 @@ def program(req, run, go_r, start_w):
         sandbox(req)
         run.send(b"ready")
         spec, fds = receive(run)
-        take(spec, fds)
+        take(spec, fds, run)
         run.detach()  # closed below, with every descriptor of microbox's
     except BaseException as e:
         os.write(start_w, b"!%s: %s" % (type(e).__name__.encode(), str(e).encode()))
         os._exit(125)  # the run's init reports why
-    os.write(start_w, b"%d" % spec["timeout_ns"])
+    os.write(start_w, b"%d %d" % (spec["timeout_ns"], time.monotonic_ns()))
     os.closerange(3, 1 << 16)  # nothing of microbox's stays open
     run_main(spec)
 
 
-def take(spec, fds):
-    # The run's descriptors, files and working directory.
+def take(spec, fds, run):
+    # The run's descriptors, files and working directory. Each file's
+    # bytes follow the run's JSON on the socket, and go to the file a
+    # piece at a time: the run's memory holds the file, as a cold run's
+    # does, and not copies of it.
     if spec["stdin_null"]:
         os.close(fds[0])
         fds[0] = os.open("/dev/null", os.O_RDONLY)
     for fd, target in zip(fds, (0, 1, 2)):
         os.dup2(fd, target)
         os.close(fd)
-    for path, mode, data in spec["files"] or ():
+    buf = memoryview(bytearray(1 << 16))
+    for path, mode, size in spec["files"] or ():
         os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
         with open(path, "wb") as f:
-            f.write(bytes.fromhex(data))
+            while size > 0:
+                n = run.recv_into(buf, min(size, len(buf)))
+                if n == 0:
+                    raise OSError("the run's files came truncated")
+                f.write(buf[:n])
+                size -= n
         os.chmod(path, mode)
     os.chdir(spec["cwd"])
 
 
 def receive(run):
     # The run: its length, with the program's three descriptors, then its
-    # JSON (nsjail/zygote.go: zygoteRun.send).
+    # JSON (nsjail/zygote.go: zygoteRun.send); its files' bytes follow.
     head, fds, _, _ = socket.recv_fds(run, 4, 3, socket.MSG_WAITALL)
     if len(head) != 4 or len(fds) != 3:
         raise OSError("no run came")
@@ -204,9 +232,12 @@ def receive(run):
 
 
 def sandbox(req):
-    # The run's own host uid (a slot of the template's map), a user
+    # A cgroup namespace rooted at the run's cgroup, which the program was
+    # born in (PID 1's own, made after this fork, is not the program's);
+    # the run's own host uid (a slot of the template's map), a user
     # namespace of its own in which it is the sandbox's uid, every
     # capability dropped, no_new_privs, the rlimits, the filter.
+    check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup")
     os.setsid()
     os.setgroups([])
     os.setresgid(req["gid"], req["gid"], req["gid"])
@@ -244,6 +275,9 @@ def run_main(spec):
     # the same traceback and exit status.
     os.environ.clear()
     os.environ.update(kv.split("=", 1) for kv in spec["env"] or ())
+    time.tzset()  # time.tzname and the rest, from the run's TZ
+    if "tempfile" in sys.modules:  # its directory, from the run's TMPDIR
+        sys.modules["tempfile"].tempdir = None
     main = types.ModuleType("__main__")
     main.__dict__.update({"__builtins__": __builtins__, "__spec__": None, "__loader__": None})
     path, code = spec["file"], spec["code"]
@@ -319,11 +353,16 @@ def finish():
 def reseed():
     # A fork shares its template's generators: a run must not predict a
     # sibling's random numbers, nor repeat them.
+    # (OpenSSL's generator reseeds itself: the template is not pid 2, as
+    # each run's program is, and OpenSSL tells a fork by its pid.)
     import random
     random.seed()
     np = sys.modules.get("numpy")
     if np is not None:
         np.random.seed()
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None:  # the key its connections authenticate with
+        mp.current_process().authkey = os.urandom(32)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,21 @@
 package nsjail
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/result"
 )
 
@@ -230,6 +238,9 @@ func TestZygoteCommandLines(t *testing.T) {
 	}{
 		{func(o *Options) { o.PythonFlags = []string{"-O"} }, "option -O"},
 		{func(o *Options) { o.Env = []string{"PYTHONHASHSEED=1"} }, "PYTHONHASHSEED"},
+		{func(o *Options) { o.Env = []string{"LD_PRELOAD=/tmp/x.so"} }, "LD_PRELOAD cannot take effect"},
+		{func(o *Options) { o.Env = []string{"LC_ALL=C"} }, "LC_ALL cannot take effect"},
+		{func(o *Options) { o.Env = []string{"HOME=/tmp/home"} }, "HOME cannot take effect in a zygote run: it is read at the interpreter's start, and a fork's interpreter started before it (leave it out, or pass the interpreter's -s)"},
 		{func(o *Options) { o.Preload = []string{"os; import x"} }, "not a module name"},
 		{func(o *Options) { o.Zygote = false; o.Preload = []string{"json"} }, "Preload needs Zygote"},
 	} {
@@ -250,5 +261,242 @@ func TestZygoteColdStart(t *testing.T) {
 	s := zygoteSpec(t, "print(1)")
 	if r := testSpawner(t).Run(context.Background(), s); r.Status != result.StatusOK || r.Start != "cold" {
 		t.Fatalf("%s start %q %v", r.Status, r.Start, deref(r.Error))
+	}
+}
+
+// Every source of randomness a run can draw from is its own: a fork of a
+// template whose preload used OpenSSL's generator (created an SSLContext)
+// must not continue the template's stream, nor a sibling's; nor share
+// multiprocessing's authentication key.
+func TestZygoteRandomness(t *testing.T) {
+	preload := preloadModule(t, "import multiprocessing, ssl\nssl.create_default_context()\nssl.RAND_bytes(16)\n")
+	s := zygoteSpec(t, `
+import json, multiprocessing, os, random, secrets, ssl, uuid
+print(json.dumps([ssl.RAND_bytes(16).hex(), os.urandom(16).hex(), str(uuid.uuid4()), secrets.token_hex(16), random.random(),
+                  multiprocessing.current_process().authkey.hex()]))
+`, preload)
+	tmpl := startTemplate(t, s)
+	seen := map[string]int{}
+	for i := range 3 {
+		r := runChild(t, tmpl, s)
+		var vals []any
+		if r.Status != result.StatusOK || json.Unmarshal([]byte(r.Stdout), &vals) != nil {
+			t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
+		for j, v := range vals {
+			k := fmt.Sprint(j, v)
+			if prev, ok := seen[k]; ok {
+				t.Errorf("runs %d and %d drew the same value from source %d: %v", prev, i, j, v)
+			}
+			seen[k] = i
+		}
+	}
+}
+
+// preloadModule writes a module of source where the jails' interpreter
+// (the host's, in the host-derived root) imports from, for the test's
+// length, and names it.
+func preloadModule(t *testing.T, source string) string {
+	t.Helper()
+	needNamespaces(t)
+	dir := "/usr/local/lib/python3.11/dist-packages"
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("no %s for a test module: %v", dir, err)
+	}
+	name := fmt.Sprintf("microbox_test_preload_%d", os.Getpid())
+	path := filepath.Join(dir, name+".py")
+	if err := os.WriteFile(path, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+	return name
+}
+
+// What a preload prints is not any run's output: the run's stdout and
+// stderr hold only what the run wrote.
+func TestZygotePreloadOutput(t *testing.T) {
+	preload := preloadModule(t, "import sys\nprint('preload out', end='')\nsys.stderr.write('preload err')\n")
+	s := zygoteSpec(t, "import sys; print('run out'); print('run err', file=sys.stderr)", preload)
+	tmpl := startTemplate(t, s)
+	for range 2 {
+		if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "run out\n" || r.Stderr != "run err\n" {
+			t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
+	}
+}
+
+// A forked run's namespaces are its own, as a cold run's are: its cgroup
+// namespace is rooted at its own cgroup (/proc/self/cgroup reads as a cold
+// run's), its mount table is a cold run's, and no namespace is a
+// concurrent sibling's.
+func TestZygoteNamespaces(t *testing.T) {
+	code := `
+import json, os
+print(json.dumps({"cgroup": open("/proc/self/cgroup").read(),
+                  "mounts": sorted(l.split()[4] for l in open("/proc/self/mountinfo") if l.split()[4] != "/run"),
+                  "ns": {n: os.readlink("/proc/self/ns/" + n) for n in ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")}}))
+`
+	type seen struct {
+		Cgroup string
+		Mounts []string
+		NS     map[string]string
+	}
+	observe := func(r *result.Result) seen {
+		var s seen
+		if r.Status != result.StatusOK || json.Unmarshal([]byte(r.Stdout), &s) != nil {
+			t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
+		return s
+	}
+	cold := observe(testSpawner(t).Run(context.Background(), coldSpec(t, code)))
+	s := zygoteSpec(t, code)
+	tmpl := startTemplate(t, s)
+	// Both alive at once: an ended namespace's number is given again.
+	c1, err := tmpl.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := tmpl.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	a := observe(Settle(c1.Run(context.Background(), s)))
+	b := observe(Settle(c2.Run(context.Background(), s)))
+	if a.Cgroup != cold.Cgroup || b.Cgroup != cold.Cgroup {
+		t.Errorf("/proc/self/cgroup: forked %q and %q, cold %q", a.Cgroup, b.Cgroup, cold.Cgroup)
+	}
+	// The mount table is a cold run's but for /run (the template's
+	// bootstrap): the template's own /proc, /tmp and /dev/shm are not
+	// beneath the run's.
+	if !slices.Equal(a.Mounts, cold.Mounts) {
+		t.Errorf("mount points: forked %v, cold %v", a.Mounts, cold.Mounts)
+	}
+	for n, id := range a.NS {
+		if b.NS[n] == id {
+			t.Errorf("two forked runs share their %s namespace (%s)", n, id)
+		}
+	}
+}
+
+// coldSpec is zygoteSpec's run without a zygote.
+func coldSpec(t testing.TB, code string) *Spec {
+	t.Helper()
+	o := Defaults()
+	o.Code, o.Capture = &code, true
+	s, err := o.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The verdicts at the limits' edges are a cold run's: the pids budget
+// counts what a cold run's does (its PID 1 and program), and a run's
+// files are written outside its memory budget, as a cold run's are.
+func TestZygoteLimitEdges(t *testing.T) {
+	needNamespaces(t)
+	big := bytes.Repeat([]byte("x"), 12<<20)
+	cases := []struct {
+		name   string
+		code   string
+		limits cgroup.Limits
+		files  []File
+	}{
+		{"pids 1", "print(1)", cgroup.Limits{Memory: 256 << 20, Pids: 1}, nil},
+		{"pids 2", "print(1)", cgroup.Limits{Memory: 256 << 20, Pids: 2}, nil},
+		{"pids 3", "import os\nif os.fork() == 0: os._exit(0)\nos.wait(); print(1)", cgroup.Limits{Memory: 256 << 20, Pids: 3}, nil},
+		{"12 MiB file in 64 MiB", "import os; print(os.path.getsize('/tmp/big'))", cgroup.Limits{Memory: 64 << 20, Pids: 16},
+			[]File{{Path: "/tmp/big", Data: big, Mode: 0o644}}},
+	}
+	sp := testSpawner(t)
+	for _, c := range cases {
+		cold, forked := coldSpec(t, c.code), zygoteSpec(t, c.code)
+		for _, s := range []*Spec{cold, forked} {
+			s.Cgroup = &cgroup.Options{Limits: c.limits}
+			s.Files = c.files
+		}
+		want := sp.Run(context.Background(), cold)
+		tmpl := startTemplate(t, forked)
+		got := &result.Result{Status: result.StatusSandboxError}
+		if child, err := tmpl.Fork(); err == nil { // a fork that fails is the run's sandbox_error
+			got = Settle(child.Run(context.Background(), forked))
+		}
+		if got.Status != want.Status || got.Stdout != want.Stdout {
+			t.Errorf("%s: forked %s %q (%v), cold %s %q (%v)", c.name, got.Status, got.Stdout, deref(got.Error), want.Status, want.Stdout, deref(want.Error))
+		}
+		tmpl.Close()
+	}
+}
+
+// What a run's environment sets after the interpreter's start is the
+// run's, as in a cold run (TZ, TMPDIR, even once a preload has used the
+// template's); HOME is the run's too where the user site is off (-s).
+func TestZygoteEnvironment(t *testing.T) {
+	preload := preloadModule(t, "import tempfile, time\ntempfile.gettempdir()\n")
+	code := "import os, tempfile, time; print(time.tzname, time.timezone, tempfile.gettempdir(), os.path.expanduser('~'))"
+	specs := map[bool]*Spec{}
+	for _, zygote := range []bool{false, true} {
+		o := Defaults()
+		o.Code, o.Capture, o.PythonFlags = &code, true, []string{"-s"}
+		if zygote {
+			o.Zygote, o.Preload = true, []string{preload}
+		}
+		o.Env = []string{"TZ=JST-9", "TMPDIR=/tmp/t", "HOME=/tmp/h"}
+		o.Files = []File{{Path: "/tmp/t/x", Mode: 0o644}}
+		s, err := o.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs[zygote] = s
+	}
+	cold := testSpawner(t).Run(context.Background(), specs[false])
+	forked := runChild(t, startTemplate(t, specs[true]), specs[true])
+	if cold.Status != result.StatusOK || forked.Stdout != cold.Stdout {
+		t.Fatalf("forked %s %q %q, cold %s %q %q", forked.Status, forked.Stdout, forked.Stderr, cold.Status, cold.Stdout, cold.Stderr)
+	}
+}
+
+// Code of any length is the run's own, not its template's: runs of long
+// and short code share a key, and a long program forks from the template
+// a short one started.
+func TestZygoteKeyIgnoresCode(t *testing.T) {
+	long := func(tag string) string {
+		return strings.Repeat("#"+strings.Repeat(tag, 99)+"\n", 1200) + "print(" + strconv.Quote(tag) + ")"
+	}
+	short := zygoteSpec(t, "print('s')")
+	key, err := ZygoteKeyOf(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := startTemplate(t, short)
+	for _, tag := range []string{"a", "b"} {
+		s := zygoteSpec(t, long(tag))
+		k, err := ZygoteKeyOf(s)
+		if err != nil || !k.Equal(key) {
+			t.Fatalf("long code %s: its key is not the short code's (%v)", tag, err)
+		}
+		if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != tag+"\n" {
+			t.Errorf("long code %s: %s %q %q %v", tag, r.Status, r.Stdout, r.Stderr, deref(r.Error))
+		}
+	}
+}
+
+// A run whose template ends under it is told so.
+func TestZygoteTemplateDiesUnderRun(t *testing.T) {
+	s := zygoteSpec(t, "import time; print('up', flush=True); time.sleep(60)")
+	s.Timeout = time.Minute
+	tmpl := startTemplate(t, s)
+	c, err := tmpl.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond) // into the run (its result is the same if not)
+		unix.Kill(tmpl.Pid(), unix.SIGKILL)
+	}()
+	r := Settle(c.Run(context.Background(), s))
+	if r.Status != result.StatusSandboxError || !strings.Contains(deref(r.Error), "template ended") {
+		t.Fatalf("status %s error %q", r.Status, deref(r.Error))
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/microbox/microbox/nsjail"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/golden from this binary's output")
@@ -260,8 +262,9 @@ var (
 // server (whose templates they fork from) and batch's and eval's in their
 // own pools: every run must fork from a template, and the output must be
 // the cold run's to the byte otherwise. The module and guard layers'
-// cases are refused by name instead: their files are read at the
-// interpreter's start.
+// cases, and those that set a variable read at the interpreter's start
+// (LANG=C has Python coerce its locale and turn on UTF-8 mode), are
+// refused by name instead: the interpreter started before them.
 func TestGoldenZygote(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: a template's children each get a host uid range (CI runs as root)")
@@ -277,6 +280,7 @@ func TestGoldenZygote(t *testing.T) {
 			at = 2
 		}
 		layered := slices.ContainsFunc(c.args, policy.MatchString) && !strings.HasPrefix(c.name, "exec_bad_")
+		startVar := startEnvArg(c.args)
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			want := readGolden(t, c)
@@ -285,6 +289,12 @@ func TestGoldenZygote(t *testing.T) {
 			if layered {
 				if !strings.Contains(got, "--zygote: a zygote run cannot have the policy layers' files") {
 					t.Errorf("%v: not refused:\n%s", c.args, got)
+				}
+				return
+			}
+			if startVar != "" {
+				if !strings.Contains(got, "--zygote: environment variable "+startVar+" cannot take effect") {
+					t.Errorf("%v: not refused by name:\n%s", c.args, got)
 				}
 				return
 			}
@@ -299,3 +309,18 @@ func TestGoldenZygote(t *testing.T) {
 		})
 	}
 }
+
+// startEnvArg is the first variable args' --env sets that the interpreter
+// reads only at its start, other than as the base environment has it.
+func startEnvArg(args []string) string {
+	base, _ := nsjail.BaseEnv(nil)
+	for i, a := range args[:max(len(args)-1, 0)] {
+		k, _, _ := strings.Cut(args[i+1], "=")
+		if a == "--env" && !slices.Contains(base, args[i+1]) && startEnv.MatchString(k) {
+			return k
+		}
+	}
+	return ""
+}
+
+var startEnv = regexp.MustCompile(`^(PYTHON.*|LD_.*|GLIBC_.*|MALLOC_.*|LANG|LC_ALL|LC_CTYPE)$`)

@@ -154,12 +154,11 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 				run = nsjail.Run
 				if sp, err := nsjail.NewSpawner(); err == nil {
 					defer sp.Close()
-					run = sp.Run
-					if p.base.Zygote {
-						zygotes := zygote.New(sp, zygote.Config{Templates: 2})
-						defer zygotes.Close()
-						run = forkOrRun(zygotes, sp)
-					}
+					// Templates start only for tasks that ask for a zygote
+					// (the base's options, or the task's own keys).
+					zygotes := zygote.New(sp, zygote.Config{Templates: 2})
+					defer zygotes.Close()
+					run = forkOrRun(zygotes, sp)
 				}
 			}
 			for it := range todo {
@@ -175,15 +174,13 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 	return done
 }
 
-// forkOrRun runs a spec that asks for a zygote in a child of the
-// worker's own templates (its CPU's, with Pin), each forked when its run
-// comes; any other with the spawner.
+// forkOrRun runs a spec as zygote.Dispatch says: one that asks for a
+// zygote in a child of the worker's own templates (its CPU's, with Pin),
+// each forked when its run comes; any other with the spawner.
 func forkOrRun(zygotes *zygote.Pool, sp *nsjail.Spawner) policy.Runner {
+	run := zygote.Dispatch(zygotes, sp.RunEarly)
 	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
-		if s.Zygote == nil {
-			return sp.Run(ctx, s)
-		}
-		return nsjail.Settle(zygotes.Run(ctx, s))
+		return nsjail.Settle(run(ctx, s))
 	}
 }
 

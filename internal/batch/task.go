@@ -157,6 +157,7 @@ var taskKeys = map[string]string{
 	"Pids": "pids", "OutputLimit": "output_limit", "TmpfsSize": "tmpfs_size", "Workdir": "workdir",
 	"DenyModules": "deny_modules", "AllowModules": "allow_modules", "Guard": "guard",
 	"Redact": "redact", "RedactPatterns": "redact_patterns", "MaxRisk": "max_risk",
+	"Zygote": "zygote", "ZygoteFallback": "zygote_fallback", "Preload": "preload",
 }
 
 // TaskKey is the task's key for a field of Options or of policy.Options,
@@ -172,6 +173,7 @@ func TaskKey(field string) string {
 // task's key when the task set it (a program is always the task's), else
 // as base spells it (the base's FieldNames: the caller's own names).
 func (t *Task) fieldNames(base func(string) string) func(string) string {
+	zygote := t.Zygote != nil || t.ZygoteFallback != nil || t.Preload != nil
 	set := map[string]bool{
 		"Code": true, "File": true, "Args": t.Args != nil, "Files": t.Files != nil,
 		"Env": t.Env != nil, "Memory": t.Mem != nil, "Timeout": t.Timeout != nil,
@@ -179,6 +181,8 @@ func (t *Task) fieldNames(base func(string) string) func(string) string {
 		"OutputLimit": t.OutputLimit != nil, "TmpfsSize": t.TmpfsSize != nil, "Workdir": t.Workdir != nil,
 		"DenyModules": t.DenyModules != nil, "AllowModules": t.AllowModules != nil, "Guard": t.Guard != nil,
 		"Redact": t.Redact != nil, "RedactPatterns": t.RedactPatterns != nil, "MaxRisk": t.MaxRisk != nil,
+		// A task that speaks of zygotes is told of them in its keys.
+		"Zygote": zygote, "ZygoteFallback": zygote, "Preload": zygote,
 	}
 	return func(f string) string {
 		if set[f] {

@@ -23,6 +23,7 @@ type Runner struct {
 	spawner  *nsjail.Spawner
 	jails    *pool
 	zygotes  *zygote.Pool // for runs that ask for one (nsjail.Spec.Zygote)
+	run      zygote.RunFunc
 	stale    staleGroups
 	observer Observer
 }
@@ -76,7 +77,8 @@ func NewRunner(warm int) (*Runner, error) {
 	// A child forked ahead for each template: a run finds its program
 	// sandboxed and waiting.
 	zygotes := zygote.New(sp, zygote.Config{Ahead: 1})
-	return &Runner{spawner: sp, jails: newPool(warm, sp), zygotes: zygotes}, nil
+	jails := newPool(warm, sp)
+	return &Runner{spawner: sp, jails: jails, zygotes: zygotes, run: zygote.Dispatch(zygotes, jails.run)}, nil
 }
 
 // Close ends the ready jails and the zygotes' templates, and waits for
@@ -102,14 +104,10 @@ type Session struct {
 	teardowns []func() error
 }
 
-// Run runs s in a ready jail, or in a fresh one when none fits, and
-// returns its verdict (never nil) as soon as the program has ended.
+// Run runs s in a ready jail, or in a fresh one when none fits, or forked
+// from a zygote's template (zygote.Dispatch), and returns its verdict (never nil) as soon as the program has ended.
 func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
-	run := s.runner.jails.run
-	if spec.Zygote != nil {
-		run = s.runner.zygotes.Run
-	}
-	res, teardown := run(ctx, spec)
+	res, teardown := s.runner.run(ctx, spec)
 	s.teardowns = append(s.teardowns, teardown)
 	return res
 }

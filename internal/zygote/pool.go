@@ -94,6 +94,25 @@ type template struct {
 	lastUsed time.Time
 }
 
+// A RunFunc runs a spec: like nsjail's RunEarly it never returns a nil
+// result, and the caller must call teardown.
+type RunFunc func(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error)
+
+// Dispatch is the one rule by which every entry point (exec through a
+// server, batch, eval, HTTP, MCP) runs a spec: one that asks for no
+// zygote (Spec.Zygote nil) with cold; one that asks, with or without the
+// fallback, whether its caller asked or its task did, with p, which forks
+// it from its key's template, starts it cold (the fallback), or refuses
+// it saying why (Pool.Run).
+func Dispatch(p *Pool, cold RunFunc) RunFunc {
+	return func(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+		if s.Zygote == nil {
+			return cold(ctx, s)
+		}
+		return p.Run(ctx, s)
+	}
+}
+
 // Run runs s, which must ask for a zygote, in a child of its key's
 // template, or cold when none can take it. Like nsjail's RunEarly it
 // never returns a nil result, and the caller must call teardown.
@@ -174,7 +193,7 @@ func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error)
 			p.stats.Failed++
 			tm.failedAt = time.Now()
 			if !preloadFailed(tm.err) {
-				p.cfg.Log("start a template: %v", tm.err)
+				p.cfg.Log("%v", tm.err)
 			}
 		}
 		close(tm.started)

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/microbox/microbox/internal/policy"
+	"github.com/microbox/microbox/result"
+)
+
+// observeProbe prints what a run can observe of its sandbox: "same" must
+// be a cold run's, "distinct" must differ between any two runs.
+const observeProbe = `
+import json, os, random, resource, secrets, socket, ssl, sys, uuid
+status = {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/self/status"))
+          if k.startswith(("Cap", "NoNewPrivs", "Seccomp"))}
+same = {
+    "pid": os.getpid(), "ppid": os.getppid(), "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
+    "sid": os.getsid(0) == os.getpid(), "cgroup": open("/proc/self/cgroup").read(), "env": dict(os.environ),
+    "cwd": os.getcwd(), "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+    "hostname": socket.gethostname(), "status": status, "argv": sys.argv, "path": sys.path, "flags": list(sys.flags),
+    "rlimits": {n: resource.getrlimit(getattr(resource, n)) for n in dir(resource) if n.startswith("RLIMIT_")},
+    "procs": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "fds": sorted(os.listdir("/proc/self/fd")),
+    "mounts": sorted(l.split()[4] for l in open("/proc/self/mountinfo")), "umask": os.umask(0o22),
+    "ns": sorted(os.listdir("/proc/self/ns")), "affinity": sorted(os.sched_getaffinity(0)), "nice": os.nice(0),
+    "encodings": [sys.getfilesystemencoding(), sys.stdout.encoding, sys.stderr.encoding],
+    "uid_map": open("/proc/self/uid_map").read().split(),
+}
+distinct = {"ns": {n: os.readlink("/proc/self/ns/" + n) for n in sorted(os.listdir("/proc/self/ns"))},
+            "random": random.random(), "urandom": os.urandom(16).hex(), "ssl": ssl.RAND_bytes(16).hex(),
+            "uuid4": str(uuid.uuid4()), "secrets": secrets.token_hex(16)}
+print(json.dumps({"same": same, "distinct": distinct}))
+`
+
+// zygoteDiffers are the observables docs/zygote.md lists as a forked
+// run's own ("What differs from a cold run"), with what each must be.
+var zygoteDiffers = map[string]func(cold, forked any) bool{
+	// /run/microbox holds the template's bootstrap.
+	"mounts": func(cold, forked any) bool {
+		return reflect.DeepEqual(withoutRun(forked), cold)
+	},
+	// Its user namespace maps the program's uid alone.
+	"uid_map": func(_, forked any) bool {
+		m, _ := forked.([]any)
+		return len(m) == 3 && m[0] == "1000" && m[2] == "1"
+	},
+}
+
+func withoutRun(mounts any) []any {
+	var out []any
+	for _, m := range mounts.([]any) {
+		if m != "/run" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// coldExec is `microbox exec --json ARGS` in a one-shot jail, whatever
+// the suite's pass: no server, no zygote.
+func coldExec(t *testing.T, args ...string) policy.Result {
+	t.Helper()
+	cmd := exec.Command(microbox, append([]string{"exec", "--json"}, args...)...)
+	cmd.Env = append(os.Environ(), socketEnv+"=", zygoteEnv+"=")
+	return jsonResult(t, cmd)
+}
+
+// forkedExec is `microbox exec --json --zygote ARGS` through the server
+// at socket, which must fork it from a template.
+func forkedExec(t *testing.T, socket string, args ...string) policy.Result {
+	t.Helper()
+	cmd := client(socket, append([]string{"--json", "--zygote", "--preload", "json,ssl"}, args...)...)
+	cmd.Env = append(cmd.Env, zygoteEnv+"=")
+	r := jsonResult(t, cmd)
+	if r.Status != result.StatusSandboxError && r.Start != "zygote" {
+		t.Fatalf("%v: not forked (start %q): %s", args, r.Start, r.Describe())
+	}
+	return r
+}
+
+type observed struct {
+	Same     map[string]any
+	Distinct map[string]any
+}
+
+func observe(t *testing.T, r policy.Result) observed {
+	t.Helper()
+	var o observed
+	if r.Status != result.StatusOK || json.Unmarshal([]byte(r.Stdout), &o) != nil {
+		t.Fatalf("probe: %s", r.Describe())
+	}
+	return o
+}
+
+// TestZygoteDifferential runs programs cold and forked from a server's
+// template and holds the forked runs to the cold runs' observables, but
+// for those docs/zygote.md lists; random values and namespaces differ
+// between forked runs as between cold ones.
+func TestZygoteDifferential(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a template's children each get a host uid range (CI runs as root)")
+	}
+	socket, _ := testServer(t)
+	t.Run("observables", func(t *testing.T) {
+		cold := observe(t, coldExec(t, "-c", observeProbe))
+		forked := []observed{observe(t, forkedExec(t, socket, "-c", observeProbe)), observe(t, forkedExec(t, socket, "-c", observeProbe))}
+		for i, f := range forked {
+			for k, want := range cold.Same {
+				got := f.Same[k]
+				if ok := zygoteDiffers[k]; ok != nil && !ok(want, got) || ok == nil && !reflect.DeepEqual(got, want) {
+					t.Errorf("forked run %d: %s is %v, cold %v", i, k, got, want)
+				}
+			}
+		}
+		for k, v := range forked[0].Distinct {
+			if k != "ns" && reflect.DeepEqual(v, forked[1].Distinct[k]) { // ns: apart below, as runs end their numbers are given again
+				t.Errorf("two forked runs drew the same %s: %v", k, v)
+			}
+		}
+	})
+	t.Run("concurrent namespaces", func(t *testing.T) {
+		// Two runs alive at once: each prints its namespaces and waits for
+		// its stdin to end.
+		code := `import json, os, sys; print(json.dumps({n: os.readlink("/proc/self/ns/" + n) for n in os.listdir("/proc/self/ns")}), flush=True); sys.stdin.read()`
+		var seen []map[string]string
+		for range 2 {
+			cmd := client(socket, "--zygote", "-c", code)
+			cmd.Env = append(cmd.Env, zygoteEnv+"=")
+			in, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer in.Close()
+			var ns map[string]string
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if err := json.Unmarshal([]byte(line), &ns); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			seen = append(seen, ns)
+		}
+		for n, id := range seen[0] {
+			if n != "time" && n != "time_for_children" && seen[1][n] == id { // time: the host's, cold too
+				t.Errorf("two concurrent forked runs share their %s namespace %s", n, id)
+			}
+		}
+	})
+	t.Run("limits at their edges", func(t *testing.T) {
+		big := filepath.Join(t.TempDir(), "big")
+		if err := os.WriteFile(big, make([]byte, 12<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fork := "import os\nfor _ in range(%d):\n    if os.fork() == 0: os._exit(0)\nos.wait(); print('forked')"
+		for _, args := range [][]string{
+			{"--pids", "1", "-c", "print(1)"},
+			{"--pids", "2", "-c", "print(1)"},
+			{"--pids", "2", "-c", strings.Replace(fork, "%d", "1", 1)},
+			{"--pids", "3", "-c", strings.Replace(fork, "%d", "1", 1)},
+			{"--mem", "64M", "--file", big + ":/tmp/big", "-c", "import os; print(os.path.getsize('/tmp/big'))"},
+			{"--output-limit", "10", "-c", "print('x' * 9)"},
+			{"--output-limit", "10", "-c", "print('x' * 10)"},
+			{"--timeout", "300ms", "-c", "while True: pass"},
+			{"-c", "import time; time.sleep(0.3)"},
+		} {
+			cold, forked := coldExec(t, args...), forkedExec(t, socket, args...)
+			if forked.Status != cold.Status || forked.Stdout != cold.Stdout || forked.Limit != cold.Limit {
+				t.Errorf("%v: forked %s, cold %s", args, forked.Describe(), cold.Describe())
+			}
+			// Times start with the caller's code in both: a forked run's
+			// is never shorter than what the program slept.
+			if args[0] == "-c" && forked.WallTimeMs < 300 {
+				t.Errorf("%v: forked wall time %v ms", args, forked.WallTimeMs)
+			}
+		}
+	})
+}
