@@ -30,6 +30,7 @@ type batchFlags struct {
 	inFlight int
 	maxHeld  string
 	skip     int
+	resume   bool
 }
 
 // poolFlags are the options batch and eval share.
@@ -98,6 +99,7 @@ flushed, and no process or cgroup is left behind.`,
 	fl.IntVar(&f.inFlight, "max-pending", 1024, "with --order input, how many tasks may be started or held ahead of the oldest unfinished one (bounds memory)")
 	fl.StringVar(&f.maxHeld, "max-held", "256M", "with --order input, how many bytes of results may be held ahead of the oldest unfinished task (bounds memory)")
 	fl.IntVar(&f.skip, "skip", 0, "pass over the input's first N lines (to go on after a stopped batch's last result, whose \"line\" is N); results keep the input's line numbers")
+	fl.BoolVar(&f.resume, "resume", false, "go on with the results file of -o: run only the tasks it has no result for (matched by input line and id), appending")
 	return c
 }
 
@@ -196,15 +198,12 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if len(args) == 1 {
 		name = args[0]
 	}
-	in, total, err := batch.OpenTasks(name, f.skip, shard)
+	files, err := f.open(name, shard)
 	if err != nil {
-		return usagef("%v", err)
+		return err
 	}
-	defer in.Close()
-	out, err := batch.CreateOutput(f.output)
-	if err != nil {
-		return flagError(err)
-	}
+	defer files.in.Close()
+	in, total, out, done := files.in, files.total, files.out, files.done
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	p, err := f.pool.newPool(base, nil)
@@ -213,12 +212,12 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	}
 	bar := f.pool.bar(f.output == "-" && progress.IsTerminal(os.Stdout), total, "runs", batch.StatusLabels())
 	err = p.Stream(ctx, in, out, batch.StreamOptions{Ordered: f.order == orderInput, MaxPending: f.inFlight,
-		MaxHeld: maxHeld, Skip: f.skip, Shard: shard, Progress: bar})
+		MaxHeld: maxHeld, Skip: f.skip, Shard: shard, Progress: bar, Done: done, FinishedOnly: true})
 	if cerr := out.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write results: %w", cerr)
 	}
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	if sig := interrupt.Cause(ctx); sig != 0 {
 		os.Exit(128 + int(sig))

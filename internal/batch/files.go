@@ -9,10 +9,10 @@ import (
 	"github.com/microbox/microbox/field"
 )
 
-// OpenTasks opens the task file name ("-": stdin) and counts its tasks
-// past the first skip lines when it is a regular file, for a progress
+// OpenTasks opens the task file name ("-": stdin) and counts the tasks
+// the batch runs (CountTasks) when it is a regular file, for a progress
 // bar's ETA; -1 when unknown.
-func OpenTasks(name string, skip int, shard Shard) (*os.File, int64, error) {
+func OpenTasks(name string, skip int, shard Shard, done *Done) (*os.File, int64, error) {
 	in := os.Stdin
 	if name != "-" {
 		var err error
@@ -21,13 +21,14 @@ func OpenTasks(name string, skip int, shard Shard) (*os.File, int64, error) {
 			return nil, 0, fmt.Errorf("%s: %v; give the path of a JSONL task file, or - for stdin", name, errors.Unwrap(err))
 		}
 	}
-	return in, CountTasks(in, skip, shard), nil
+	return in, CountTasks(in, skip, shard, done), nil
 }
 
-// CreateOutput opens the results file name ("-": stdout).
+// CreateOutput opens the results file name ("-": stdout, which is left
+// open).
 func CreateOutput(name string) (io.WriteCloser, error) {
 	if name == "-" {
-		return nopCloser{os.Stdout}, nil
+		return stdout{os.Stdout}, nil
 	}
 	f, err := os.Create(name)
 	if err != nil {
@@ -36,6 +37,8 @@ func CreateOutput(name string) (io.WriteCloser, error) {
 	return f, nil
 }
 
-type nopCloser struct{ io.Writer }
+// stdout is the process's, still a file to a lineWriter (which cuts a
+// partial line off a regular file), but not closed.
+type stdout struct{ *os.File }
 
-func (nopCloser) Close() error { return nil }
+func (stdout) Close() error { return nil }
