@@ -74,18 +74,22 @@ task's is written: at most --max-pending tasks and --max-held bytes of
 results (their output, each stream capped by --output-limit) are kept
 ahead of the oldest unfinished task; past either, no task starts until it
 ends. So batch holds at most --max-held plus one result per job, whatever
-the tasks print. A stopped batch (Ctrl-C, a kill) has written its results
-in order up to some task: go on with --skip LINE, where LINE is the "line"
-of its last result, appending to the same results file. --shard I/N runs
+the tasks print. Each result line is written whole or not at all. A
+stopped batch (Ctrl-C, a kill, a full disk) is gone on with by --resume -o
+FILE: the tasks without a result in FILE (matched by "line" and "id") run,
+each once, their results appended. With input order the results written are
+those of the first tasks, so --skip LINE, the "line" of the last result,
+appending to the same results file, does the same. --shard I/N runs
 every Nth task (for N machines sharing one batch); the shards' results
 merge by "line" (jq -s 'sort_by(.line)[]' shard-*.jsonl). A task's "file"
 entries are read with microbox's own rights: task input must be trusted.
 
 Exit status: 0 when every task got its result, 125 when the batch could
-not start or its input or output failed, 128+N when signal N (Ctrl-C)
-stopped it: runs in progress are killed (their results say sandbox_error,
-"interrupted"), tasks not yet started get no result, results so far are
-flushed, and no process or cgroup is left behind.`,
+not start or its input or output failed (a full disk: the message names
+the last task written), 128+N when signal N (Ctrl-C) stopped it: runs in
+progress are killed and, like tasks not yet started, get no result, the
+results of those that finished are written, and no process or cgroup is
+left behind.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runBatch(f, c, args)
