@@ -58,14 +58,14 @@ func (l *lineWriter) cutPart(n int) string {
 	if n == 0 {
 		return ""
 	}
-	err := errors.ErrUnsupported
-	if f, ok := l.w.(file); ok {
-		err = truncateLast(f, int64(n))
+	f, ok := l.w.(file)
+	if !ok {
+		return "; part of the next line went out before the failure"
 	}
-	if err != nil {
-		return fmt.Sprintf("; %d bytes of the next were written, which could not be removed (%v)", n, err)
+	if err := truncateLast(f, int64(n)); err != nil {
+		return fmt.Sprintf("; part of the next line was written, and could not be removed: %v", err)
 	}
-	return "; the part of the next written was removed"
+	return "; the part of the next line written was removed"
 }
 
 // truncateLast cuts the last n bytes written to f off, if it is a regular
