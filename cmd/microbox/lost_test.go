@@ -275,3 +275,24 @@ func checkEachOnce(t *testing.T, how string, code int, lines []batchLine, n int)
 		}
 	}
 }
+
+// An evaluation whose results disk is full writes no results file at all
+// (it is put in place whole or not at all), leaves no temporary file, and
+// says that no results were written.
+func TestEvalFullDiskWritesNoResults(t *testing.T) {
+	dir := tinyTmpfs(t, 4096)
+	if err := os.WriteFile(filepath.Join(dir, "filler"), make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results.jsonl")
+	cmd := exec.Command(microbox, "eval", "stdio", "-k", "1", "--problems", filepath.Join(evalTestdata, "stdio_problems.jsonl"),
+		"--timeout", "5s", "--cpu-time", "1s", "--mem", "64M", "-o", out, filepath.Join(evalTestdata, "stdio_samples.jsonl"))
+	_, stderr, code := runCmd(t, cmd)
+	if code != result.ExitSandboxError || !strings.Contains(string(stderr), "no space left on device") ||
+		!strings.Contains(string(stderr), "no results were written") {
+		t.Errorf("exit %d, stderr %s; want %d, the full disk and that no results were written", code, stderr, result.ExitSandboxError)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left beside the filler: %v", entries)
+	}
+}
