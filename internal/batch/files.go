@@ -24,11 +24,11 @@ func OpenTasks(name string, skip int, shard Shard, done *Done) (*os.File, int64,
 	return in, CountTasks(in, skip, shard, done), nil
 }
 
-// CreateOutput opens the results file name ("-": stdout, which is left
-// open).
+// CreateOutput opens the results file name ("-": stdout, whose close
+// then tells, as a file's does, whether its last writes failed).
 func CreateOutput(name string) (io.WriteCloser, error) {
 	if name == "-" {
-		return stdout{os.Stdout}, nil
+		return os.Stdout, nil
 	}
 	f, err := os.Create(name)
 	if err != nil {
@@ -36,9 +36,3 @@ func CreateOutput(name string) (io.WriteCloser, error) {
 	}
 	return f, nil
 }
-
-// stdout is the process's, still a file to a lineWriter (which cuts a
-// partial line off a regular file), but not closed.
-type stdout struct{ *os.File }
-
-func (stdout) Close() error { return nil }
