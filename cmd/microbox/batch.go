@@ -30,6 +30,7 @@ type batchFlags struct {
 	inFlight int
 	maxHeld  string
 	skip     int
+	resume   bool
 }
 
 // poolFlags are the options batch and eval share.
@@ -73,18 +74,22 @@ task's is written: at most --max-pending tasks and --max-held bytes of
 results (their output, each stream capped by --output-limit) are kept
 ahead of the oldest unfinished task; past either, no task starts until it
 ends. So batch holds at most --max-held plus one result per job, whatever
-the tasks print. A stopped batch (Ctrl-C, a kill) has written its results
-in order up to some task: go on with --skip LINE, where LINE is the "line"
-of its last result, appending to the same results file. --shard I/N runs
+the tasks print. Each result line is written whole or not at all. A
+stopped batch (Ctrl-C, a kill, a full disk) is gone on with by --resume -o
+FILE: the tasks without a result in FILE (matched by "line" and "id") run,
+each once, their results appended. With input order the results written are
+those of the first tasks, so --skip LINE, the "line" of the last result,
+appending to the same results file, does the same. --shard I/N runs
 every Nth task (for N machines sharing one batch); the shards' results
 merge by "line" (jq -s 'sort_by(.line)[]' shard-*.jsonl). A task's "file"
 entries are read with microbox's own rights: task input must be trusted.
 
 Exit status: 0 when every task got its result, 125 when the batch could
-not start or its input or output failed, 128+N when signal N (Ctrl-C)
-stopped it: runs in progress are killed (their results say sandbox_error,
-"interrupted"), tasks not yet started get no result, results so far are
-flushed, and no process or cgroup is left behind.`,
+not start or its input or output failed (a full disk: the message names
+the last task written), 128+N when signal N (Ctrl-C) stopped it: runs in
+progress are killed and, like tasks not yet started, get no result, the
+results of those that finished are written, and no process or cgroup is
+left behind.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runBatch(f, c, args)
@@ -98,6 +103,7 @@ flushed, and no process or cgroup is left behind.`,
 	fl.IntVar(&f.inFlight, "max-pending", 1024, "with --order input, how many tasks may be started or held ahead of the oldest unfinished one (bounds memory)")
 	fl.StringVar(&f.maxHeld, "max-held", "256M", "with --order input, how many bytes of results may be held ahead of the oldest unfinished task (bounds memory)")
 	fl.IntVar(&f.skip, "skip", 0, "pass over the input's first N lines (to go on after a stopped batch's last result, whose \"line\" is N); results keep the input's line numbers")
+	fl.BoolVar(&f.resume, "resume", false, "go on with the results file of -o: run only the tasks it has no result for (matched by input line and id), appending")
 	return c
 }
 
@@ -196,15 +202,12 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if len(args) == 1 {
 		name = args[0]
 	}
-	in, total, err := batch.OpenTasks(name, f.skip, shard)
+	files, err := f.open(name, shard)
 	if err != nil {
-		return usagef("%v", err)
+		return err
 	}
-	defer in.Close()
-	out, err := batch.CreateOutput(f.output)
-	if err != nil {
-		return flagError(err)
-	}
+	defer files.in.Close()
+	in, total, out, done := files.in, files.total, files.out, files.done
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	p, err := f.pool.newPool(base, nil)
@@ -213,12 +216,12 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	}
 	bar := f.pool.bar(f.output == "-" && progress.IsTerminal(os.Stdout), total, "runs", batch.StatusLabels())
 	err = p.Stream(ctx, in, out, batch.StreamOptions{Ordered: f.order == orderInput, MaxPending: f.inFlight,
-		MaxHeld: maxHeld, Skip: f.skip, Shard: shard, Progress: bar})
+		MaxHeld: maxHeld, Skip: f.skip, Shard: shard, Progress: bar, Done: done, FinishedOnly: true})
 	if cerr := out.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write results: %w", cerr)
 	}
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	if sig := interrupt.Cause(ctx); sig != 0 {
 		os.Exit(128 + int(sig))

@@ -265,8 +265,9 @@ func TestBatchFilesAndBadInput(t *testing.T) {
 }
 
 // Ctrl-C stops the batch cleanly: finished results are flushed, runs in
-// progress are killed and reported, nothing else starts, no process or
-// cgroup is left behind, and microbox exits 128+SIGINT.
+// progress are killed and get no result (a resume runs them), nothing
+// else starts, no process or cgroup is left behind, and microbox exits
+// 128+SIGINT.
 func TestBatchInterrupt(t *testing.T) {
 	var tasks []any
 	for i := range 12 {
@@ -307,15 +308,12 @@ func TestBatchInterrupt(t *testing.T) {
 		t.Fatalf("exit %v, want %d; stderr %s", err, 128+int(syscall.SIGINT), stderr.String())
 	}
 	lines := decodeLines(t, got)
-	if len(lines) != 4 {
-		t.Fatalf("%d results, want 2 finished + 2 interrupted:\n%s", len(lines), got)
+	if len(lines) != 2 {
+		t.Fatalf("%d results, want the 2 finished only:\n%s", len(lines), got)
 	}
 	for i, r := range lines {
-		switch {
-		case i < 2 && (r.Status != result.StatusOK || r.Stdout != "done\n"):
+		if r.Status != result.StatusOK || r.Stdout != "done\n" {
 			t.Errorf("result %d: %q %q", i, r.Status, r.Stdout)
-		case i >= 2 && (r.Status != result.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, "interrupted")):
-			t.Errorf("result %d: status %q error %v, want sandbox_error interrupted", i, r.Status, deref(r.Error))
 		}
 	}
 	for _, pid := range jails {

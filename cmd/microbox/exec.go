@@ -12,6 +12,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -50,6 +51,8 @@ type execFlags struct {
 	layers layerFlags
 	// inv is whom exec runs for; nil means microbox's own process.
 	inv *invocation
+	// streamed is where the program's output goes without --json.
+	streamed streamed
 }
 
 // caller is the invocation the flags were given in.
@@ -142,13 +145,65 @@ func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	if inv.runs != nil {
 		inv.runs.Verdict(res.Result)
 	}
+	inv.status = f.deliver(inv, res)
+	return nil
+}
+
+// deliver writes what the caller is owed besides the program's streamed
+// output (the JSON result, or why the run ended) and returns the exit
+// status: the verdict's, or 125 with a line on stderr when the result or
+// the program's output could not be written, as the verdict's status
+// would claim a result (a success, even) the caller never got.
+func (f *execFlags) deliver(inv *invocation, res *policy.Result) int {
+	lost := f.streamed.lost()
 	if f.json {
-		writeJSON(inv.stdout, res)
+		lost = writeJSON(inv.stdout, res)
 	} else {
 		report(inv.stderr, res.Result, f.trace)
 	}
-	inv.status = res.ShellStatus()
-	return nil
+	// A file's last write can fail only at its close (NFS, a FUSE
+	// file system).
+	if err := inv.stdout.Close(); err != nil && lost == nil {
+		lost = fmt.Errorf("stdout could not be closed: %w", err)
+	}
+	if lost != nil {
+		fmt.Fprintf(inv.stderr, "microbox: the run ended %s, but %v; exit status %d\n",
+			res.Status, lost, result.ExitSandboxError)
+		return result.ExitSandboxError
+	}
+	return res.ShellStatus()
+}
+
+// streamed are the program's stdout and stderr as exec streams them on
+// (without --json), each remembering the first write that failed.
+type streamed struct{ stdout, stderr lossWriter }
+
+// lost is why some of the program's output could not be written; nil if
+// all of it was.
+func (s *streamed) lost() error {
+	if s.stdout.err != nil {
+		return s.stdout.err
+	}
+	return s.stderr.err
+}
+
+// lossWriter writes to w until a write fails, then drops the rest: the
+// program's pipe is still drained (it must not block on a full pipe), and
+// nothing after the gap is written, which would pass the output off as
+// whole.
+type lossWriter struct {
+	w    io.Writer
+	name string
+	err  error
+}
+
+func (l *lossWriter) Write(b []byte) (int, error) {
+	if l.err == nil {
+		if _, err := l.w.Write(b); err != nil {
+			l.err = fmt.Errorf("the program's %s could not be written: %w", l.name, err)
+		}
+	}
+	return len(b), nil
 }
 
 // gcInBackground removes the groups of runs whose supervisor was killed
@@ -206,7 +261,8 @@ func (f *execFlags) spec(c *cobra.Command, args []string) (nsjail.Options, *nsja
 		o.File, o.Args = args[0], args[1:]
 	}
 	if !f.json {
-		o.Stdout, o.Stderr = inv.stdout, inv.stderr
+		f.streamed = streamed{stdout: lossWriter{w: inv.stdout, name: "stdout"}, stderr: lossWriter{w: inv.stderr, name: "stderr"}}
+		o.Stdout, o.Stderr = &f.streamed.stdout, &f.streamed.stderr
 	}
 	o.Stdin = stdin(inv)
 	o.Before = inv.moments // in the trace only with --trace
@@ -316,6 +372,7 @@ var flagNames = map[string]string{
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
 	"K": "-k", "Pin": "--pin", "Shard": "--shard", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",
+	"Resume":  "--resume",
 	"Compare": "--compare", "ChallengeTests": "--challenge-tests", "FloatTolerance": "--float-tolerance", "TotalTimeout": "--total-timeout",
 	// serve
 	"Socket": "--socket", "Warm": "--warm", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",

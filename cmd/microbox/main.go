@@ -205,8 +205,12 @@ func wantsJSON(args []string) bool {
 
 func printJSON(v any) { writeJSON(os.Stdout, v) }
 
-func writeJSON(w io.Writer, v any) {
+// writeJSON writes v as one JSON line, in one write.
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("the result could not be written: %w", err)
+	}
+	return nil
 }

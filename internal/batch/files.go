@@ -9,10 +9,10 @@ import (
 	"github.com/microbox/microbox/field"
 )
 
-// OpenTasks opens the task file name ("-": stdin) and counts its tasks
-// past the first skip lines when it is a regular file, for a progress
+// OpenTasks opens the task file name ("-": stdin) and counts the tasks
+// the batch runs (CountTasks) when it is a regular file, for a progress
 // bar's ETA; -1 when unknown.
-func OpenTasks(name string, skip int, shard Shard) (*os.File, int64, error) {
+func OpenTasks(name string, skip int, shard Shard, done *Done) (*os.File, int64, error) {
 	in := os.Stdin
 	if name != "-" {
 		var err error
@@ -21,13 +21,14 @@ func OpenTasks(name string, skip int, shard Shard) (*os.File, int64, error) {
 			return nil, 0, fmt.Errorf("%s: %v; give the path of a JSONL task file, or - for stdin", name, errors.Unwrap(err))
 		}
 	}
-	return in, CountTasks(in, skip, shard), nil
+	return in, CountTasks(in, skip, shard, done), nil
 }
 
-// CreateOutput opens the results file name ("-": stdout).
+// CreateOutput opens the results file name ("-": stdout, whose close
+// then tells, as a file's does, whether its last writes failed).
 func CreateOutput(name string) (io.WriteCloser, error) {
 	if name == "-" {
-		return nopCloser{os.Stdout}, nil
+		return os.Stdout, nil
 	}
 	f, err := os.Create(name)
 	if err != nil {
@@ -35,7 +36,3 @@ func CreateOutput(name string) (io.WriteCloser, error) {
 	}
 	return f, nil
 }
-
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }

@@ -19,7 +19,7 @@ func TestShardsTakeEachTaskOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			lines := make(chan lineOrErr)
-			go readLines(context.Background(), strings.NewReader(in), skip, sh, lines)
+			go readLines(context.Background(), strings.NewReader(in), selection{skip: skip, shard: sh}, lines)
 			for l := range lines {
 				if l.err == io.EOF {
 					break

@@ -67,9 +67,15 @@ func (r *Results) Write(samples []*Sample, verdicts []Verdict) error {
 		w.WriteByte('\n')
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", r.name, err)
+		return r.lost(err)
 	}
 	return r.Commit()
+}
+
+// lost is the error of results that could not be written (a full disk):
+// none are, as the file is put in place whole or not at all.
+func (r *Results) lost(err error) error {
+	return fmt.Errorf("write %s: %w; no results were written (the file is put in place only whole)", r.name, err)
 }
 
 // Lines is where lines written as they are go (eval merge's copies of
@@ -79,7 +85,7 @@ func (r *Results) Lines() io.Writer { return r.f }
 // Commit closes the file and puts it in place.
 func (r *Results) Commit() error {
 	if err := r.f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", r.name, err)
+		return r.lost(err)
 	}
 	if err := os.Rename(r.f.Name(), r.name); err != nil {
 		return fmt.Errorf("write %s: %w", r.name, err)
