@@ -72,4 +72,11 @@ func (sv *supervisor) account(r *result.Result) {
 	cpu := float64(u.CPU) / 1e6
 	r.CPUTimeMs, r.PeakMemoryBytes = &cpu, &u.PeakMemory
 	sv.oomKilled = u.OOMKills > 0
+	if l := sv.spec.CPUTime; l > 0 && u.CPU >= l && (sv.killedFor == "" || sv.killedFor == result.LimitWall) {
+		// The run used up its CPU time, so it would have been ended for
+		// it, before its own end or its wall deadline, by a supervisor
+		// that looked in time: the verdict does not depend on whether
+		// the CPU check or the program's end came first.
+		sv.killedFor = result.LimitCPU
+	}
 }
