@@ -7,8 +7,9 @@ import (
 	"github.com/microbox/microbox/result"
 )
 
-// judge decides the verdict: first what the supervisor did (time, output),
-// then what the cgroup recorded (OOM), then the program's exit status.
+// judge decides the verdict: first the limits enforced (time, by the
+// jail's account: PID 1's times, the cgroup's CPU count; output), then
+// what the cgroup recorded (OOM), then the program's exit status.
 func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *result.Result {
 	r := &result.Result{Cgroup: string(cgroup.ModeNone)}
 	stdout.fill(&r.Stdout, &r.StdoutTruncated)
