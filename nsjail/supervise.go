@@ -520,10 +520,18 @@ func (sv *supervisor) record(ev event) {
 		sv.cpuUsec = ns(2)
 		sv.maxRSSKiB = ns(3)
 		sv.gotExit = true
-		if len(ev.args) > 4 && ev.args[4] == result.LimitWall && sv.killedFor == "" {
+		pid1Wall := len(ev.args) > 4 && ev.args[4] == result.LimitWall
+		switch {
+		case pid1Wall && sv.killedFor == "":
 			// PID 1 held the wall-clock limit itself (the supervisor
 			// was not scheduled in time).
 			sv.killedFor = result.LimitWall
+		case !pid1Wall && sv.killedFor == result.LimitWall && sv.exited < sv.started+int64(sv.spec.Timeout):
+			// PID 1 saw the program end before its deadline: the
+			// supervisor's kill came late (it was stopped, starved or
+			// paused, and woke to its deadline before this line) and
+			// ended nothing. The jail's account is the verdict.
+			sv.killedFor = ""
 		}
 		sv.markAt("exited", sv.exited)
 	}

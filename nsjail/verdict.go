@@ -7,8 +7,9 @@ import (
 	"github.com/microbox/microbox/result"
 )
 
-// judge decides the verdict: first what the supervisor did (time, output),
-// then what the cgroup recorded (OOM), then the program's exit status.
+// judge decides the verdict: first the limits enforced (time, by the
+// jail's account: PID 1's times, the cgroup's CPU count; output), then
+// what the cgroup recorded (OOM), then the program's exit status.
 func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *result.Result {
 	r := &result.Result{Cgroup: string(cgroup.ModeNone)}
 	stdout.fill(&r.Stdout, &r.StdoutTruncated)
@@ -72,4 +73,11 @@ func (sv *supervisor) account(r *result.Result) {
 	cpu := float64(u.CPU) / 1e6
 	r.CPUTimeMs, r.PeakMemoryBytes = &cpu, &u.PeakMemory
 	sv.oomKilled = u.OOMKills > 0
+	if l := sv.spec.CPUTime; l > 0 && u.CPU >= l && (sv.killedFor == "" || sv.killedFor == result.LimitWall) {
+		// The run used up its CPU time, so it would have been ended for
+		// it, before its own end or its wall deadline, by a supervisor
+		// that looked in time: the verdict does not depend on whether
+		// the CPU check or the program's end came first.
+		sv.killedFor = result.LimitCPU
+	}
 }
