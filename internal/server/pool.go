@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -31,6 +32,10 @@ type pool struct {
 	starting int
 	closed   bool
 	failing  bool // the last start failed: wait for the next run to retry
+	// names spell the fields in the log's messages as the run that set
+	// the shape spells them (Spec.FieldNames): an operator reads
+	// "--no-cgroup", not the Go field NoCgroup.
+	names func(field string) string
 
 	// background counts jails being started or closed off the runs' path:
 	// close waits for them, or a server stopping while one starts would
@@ -48,7 +53,7 @@ func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, tea
 	if p.size > 0 {
 		// An error here is the cold run's to report.
 		if shape, err := nsjail.ShapeOf(s); err == nil {
-			if j := p.take(shape); j != nil {
+			if j := p.take(shape, s.FieldNames); j != nil {
 				return j.Run(ctx, s, shape)
 			}
 		}
@@ -57,8 +62,8 @@ func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, tea
 }
 
 // take returns a ready jail of the shape, or nil; refill, once the run is
-// over, starts jails for the next runs.
-func (p *pool) take(shape nsjail.Shape) *nsjail.Jail {
+// over, starts jails for the next runs, whose failures names spell.
+func (p *pool) take(shape nsjail.Shape, names func(string) string) *nsjail.Jail {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -72,6 +77,7 @@ func (p *pool) take(shape nsjail.Shape) *nsjail.Jail {
 		p.shape, p.keyed, p.failing = shape, true, false
 		p.gen++
 	}
+	p.names = names
 	p.failing = false
 	for n := len(p.ready); n > 0; n-- {
 		j := p.ready[n-1]
@@ -117,14 +123,14 @@ func (p *pool) fill() {
 	for !p.closed && !p.failing && len(p.ready)+p.starting < p.size {
 		p.starting++
 		p.background.Add(1)
-		go func(shape nsjail.Shape, gen int) {
+		go func(shape nsjail.Shape, gen int, names func(string) string) {
 			defer p.background.Done()
-			p.start(shape, gen)
-		}(p.shape, p.gen)
+			p.start(shape, gen, names)
+		}(p.shape, p.gen, p.names)
 	}
 }
 
-func (p *pool) start(shape nsjail.Shape, gen int) {
+func (p *pool) start(shape nsjail.Shape, gen int, names func(string) string) {
 	j, err := p.spawner.Start(shape)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -132,7 +138,7 @@ func (p *pool) start(shape nsjail.Shape, gen int) {
 	switch {
 	case err != nil:
 		// Runs go on cold, and report the same error if it lasts.
-		fmt.Fprintf(os.Stderr, "microbox: serve: start a jail ahead of its run: %v\n", err)
+		fmt.Fprintf(os.Stderr, "microbox: serve: start a jail ahead of its run: %s\n", field.Message(err, names))
 		p.failing = true
 	case p.closed || gen != p.gen:
 		p.closeLater(j)

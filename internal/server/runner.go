@@ -114,6 +114,15 @@ func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 	return res
 }
 
+// Probe runs s in a fresh jail of the runner's spawner, never in one
+// started ahead nor forked from a zygote, and tears it down before it
+// returns: a health check's run (internal/health), which must neither take
+// a jail a caller's run would use nor change the shape of those started
+// ahead. Its verdict reaches no observer.
+func (r *Runner) Probe(ctx context.Context, s *nsjail.Spec) *result.Result {
+	return nsjail.Settle(r.spawner.RunEarly(ctx, s))
+}
+
 // CollectStaleGroups removes the groups of killed runs under the cgroup
 // parent (cgroup.GC), if it is time: a server does it at most once a
 // minute per parent, not with every run. It never touches a live run's
