@@ -48,7 +48,7 @@ check:
 # in-process or in their own server; rootfs, doctor, gc and the builds run
 # no program); the third leaves out those that $MICROBOX_ZYGOTE does not
 # change (everything but runs) and batch's memory bound.
-SERVE_PASS_SKIP = ^Test(Batch|Eval|HTTP|MCP|SandboxFusion|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
+SERVE_PASS_SKIP = ^Test(Batch|Eval|HTTP|Healthz|MCP|SandboxFusion|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
 ZYGOTE_PASS_SKIP = ^Test(BatchMemoryBounded|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
 unit:
 	$(GO) test -count=1 ./...
