@@ -10,7 +10,8 @@
 // Bad input gets one line of JSON, {"error": "..."}, with a status of its
 // own: 400 (not a valid request), 401 (no or a wrong token), 404 (no such
 // path or run), 405 (method), 408 (the body was too slow), 413 (too
-// large), 429 (busy: Retry-After), 503 (stopping).
+// large), 429 (busy: Retry-After), 503 (stopping; at /healthz, runs
+// cannot work here: internal/health).
 package httpapi
 
 import (
