@@ -10,7 +10,9 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -206,6 +208,32 @@ func TestHealthzCached(t *testing.T) {
 	for _, h := range append(reports, later) {
 		if h.CheckedAt.IsZero() || !h.CheckedAt.Equal(reports[0].CheckedAt) {
 			t.Fatalf("reports of different checks: %v and %v (one check per interval, shared)", h.CheckedAt, reports[0].CheckedAt)
+		}
+	}
+}
+
+// A server with a token tells callers without it each check's name,
+// status and fix, not the details, which name the host's paths and
+// kernel; the token's holder gets them.
+func TestHealthzDetailsNeedTheToken(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	token := "0123456789abcdef0123456789abcdef"
+	os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
+	s := startAPI(t, "--http-token-file", tokenFile)
+	for _, withToken := range []bool{false, true} {
+		var header http.Header
+		if withToken {
+			header = http.Header{"Authorization": {"Bearer " + token}}
+		}
+		code, body := s.do(t, http.MethodGet, "/healthz", "", header)
+		var h healthReport
+		if err := json.Unmarshal(body, &h); err != nil || code != http.StatusOK || len(h.Checks) == 0 {
+			t.Fatalf("/healthz (token %v): %d %s", withToken, code, body)
+		}
+		for _, c := range h.Checks {
+			if (c.Detail != "") != withToken {
+				t.Errorf("/healthz (token %v): check %s has detail %q", withToken, c.Name, c.Detail)
+			}
 		}
 	}
 }

@@ -67,14 +67,17 @@ func (r *Report) Failed() *doctor.Check {
 	return nil
 }
 
-// Error says, in one line, which check failed, why, and the fix; "" when
-// none did.
-func (r *Report) Error() string {
+// Error says, in one line, which check failed, why (with detail), and
+// the fix; "" when none did.
+func (r *Report) Error(detail bool) string {
 	c := r.Failed()
 	if c == nil {
 		return ""
 	}
-	msg := fmt.Sprintf("runs cannot work here: %s failed: %s", c.Name, c.Detail)
+	msg := "runs cannot work here: " + c.Name + " failed"
+	if detail {
+		msg += ": " + c.Detail
+	}
 	if c.Fix != "" {
 		msg += " — fix: " + c.Fix
 	}
@@ -83,13 +86,22 @@ func (r *Report) Error() string {
 
 // Answer adds the report to a /healthz answer, and returns its HTTP
 // status: 200, or 503 with status "fail" and the error when a check
-// failed.
-func (r *Report) Answer(answer map[string]any) int {
-	answer["checks"], answer["checked_at"] = r.Checks, r.Checked
+// failed. Without detail (a caller without the server's token), the
+// checks lose their details, which name the host's paths and kernel: the
+// names, statuses and fixes say what is wrong and what to do.
+func (r *Report) Answer(answer map[string]any, detail bool) int {
+	checks := r.Checks
+	if !detail {
+		checks = slices.Clone(checks)
+		for i := range checks {
+			checks[i].Detail = ""
+		}
+	}
+	answer["checks"], answer["checked_at"] = checks, r.Checked
 	if r.OK {
 		return http.StatusOK
 	}
-	answer["status"], answer["error"] = "fail", r.Error()
+	answer["status"], answer["error"] = "fail", r.Error(detail)
 	return http.StatusServiceUnavailable
 }
 
@@ -167,7 +179,7 @@ func (c *Checker) refresh(done chan struct{}) {
 		if rep.OK {
 			fmt.Fprintln(os.Stderr, "microbox: serve: health: runs work again")
 		} else {
-			fmt.Fprintf(os.Stderr, "microbox: serve: health: %s\n", rep.Error())
+			fmt.Fprintf(os.Stderr, "microbox: serve: health: %s\n", rep.Error(true))
 		}
 	}
 	c.last, c.inturn = rep, nil

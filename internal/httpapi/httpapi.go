@@ -209,15 +209,17 @@ func recoverPanics(next http.Handler) http.Handler {
 
 // healthz answers whether runs can work here (readiness: 503 with the
 // failed check and its fix when not), from the health checker's cached
-// report; with ?live, only that the server serves (liveness: no check, so
-// a host's problem does not get the server restarted without end).
+// report, with the checks' details for callers with the token; with
+// ?live, only that the server serves (liveness: no check, so a host's
+// problem does not get the server restarted without end).
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	st := a.svc.Stats()
 	answer := map[string]any{"status": "ok", "version": a.cfg.Version,
 		"running": st.Running, "queued": st.Queued, "ready_jails": st.ReadyJails}
 	code := http.StatusOK
 	if a.cfg.Health != nil && !r.URL.Query().Has("live") {
-		code = a.cfg.Health.Report(r.Context()).Answer(answer)
+		detail := a.token == nil || a.token.allows(r.Header.Get("Authorization"))
+		code = a.cfg.Health.Report(r.Context()).Answer(answer, detail)
 	}
 	writeJSON(w, code, answer)
 }
