@@ -8,11 +8,8 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sync"
 
-	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -23,6 +20,7 @@ import (
 type pool struct {
 	size    int
 	spawner *nsjail.Spawner
+	log     func(format string, args ...any) // the server's log (Runner.logger)
 
 	mu       sync.Mutex
 	shape    nsjail.Shape // what ready jails were started for
@@ -32,10 +30,6 @@ type pool struct {
 	starting int
 	closed   bool
 	failing  bool // the last start failed: wait for the next run to retry
-	// names spell the fields in the log's messages as the run that set
-	// the shape spells them (Spec.FieldNames): an operator reads
-	// "--no-cgroup", not the Go field NoCgroup.
-	names func(field string) string
 
 	// background counts jails being started or closed off the runs' path:
 	// close waits for them, or a server stopping while one starts would
@@ -43,8 +37,8 @@ type pool struct {
 	background sync.WaitGroup
 }
 
-func newPool(size int, sp *nsjail.Spawner) *pool {
-	return &pool{size: size, spawner: sp}
+func newPool(size int, sp *nsjail.Spawner, log func(format string, args ...any)) *pool {
+	return &pool{size: size, spawner: sp, log: log}
 }
 
 // run runs s in a ready jail, or in a fresh one when none fits; the
@@ -53,7 +47,7 @@ func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, tea
 	if p.size > 0 {
 		// An error here is the cold run's to report.
 		if shape, err := nsjail.ShapeOf(s); err == nil {
-			if j := p.take(shape, s.FieldNames); j != nil {
+			if j := p.take(shape); j != nil {
 				return j.Run(ctx, s, shape)
 			}
 		}
@@ -62,8 +56,8 @@ func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, tea
 }
 
 // take returns a ready jail of the shape, or nil; refill, once the run is
-// over, starts jails for the next runs, whose failures names spell.
-func (p *pool) take(shape nsjail.Shape, names func(string) string) *nsjail.Jail {
+// over, starts jails for the next runs.
+func (p *pool) take(shape nsjail.Shape) *nsjail.Jail {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -77,7 +71,6 @@ func (p *pool) take(shape nsjail.Shape, names func(string) string) *nsjail.Jail 
 		p.shape, p.keyed, p.failing = shape, true, false
 		p.gen++
 	}
-	p.names = names
 	p.failing = false
 	for n := len(p.ready); n > 0; n-- {
 		j := p.ready[n-1]
@@ -123,14 +116,14 @@ func (p *pool) fill() {
 	for !p.closed && !p.failing && len(p.ready)+p.starting < p.size {
 		p.starting++
 		p.background.Add(1)
-		go func(shape nsjail.Shape, gen int, names func(string) string) {
+		go func(shape nsjail.Shape, gen int) {
 			defer p.background.Done()
-			p.start(shape, gen, names)
-		}(p.shape, p.gen, p.names)
+			p.start(shape, gen)
+		}(p.shape, p.gen)
 	}
 }
 
-func (p *pool) start(shape nsjail.Shape, gen int, names func(string) string) {
+func (p *pool) start(shape nsjail.Shape, gen int) {
 	j, err := p.spawner.Start(shape)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -138,7 +131,7 @@ func (p *pool) start(shape nsjail.Shape, gen int, names func(string) string) {
 	switch {
 	case err != nil:
 		// Runs go on cold, and report the same error if it lasts.
-		fmt.Fprintf(os.Stderr, "microbox: serve: start a jail ahead of its run: %s\n", field.Message(err, names))
+		p.log("start a jail ahead of its run: %v", err)
 		p.failing = true
 	case p.closed || gen != p.gen:
 		p.closeLater(j)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
@@ -25,6 +26,10 @@ type Runner struct {
 	zygotes  *zygote.Pool // for runs that ask for one (nsjail.Spec.Zygote)
 	stale    staleGroups
 	observer Observer
+	// names spell the fields in the log's messages as the last run's
+	// caller spells them (Spec.FieldNames: a flag, or "the server's
+	// --flag"): the operator reads --no-cgroup, not the Go field NoCgroup.
+	names atomic.Pointer[func(field string) string]
 }
 
 // An Observer hears of a runner's verdicts and collections, for a
@@ -73,10 +78,25 @@ func NewRunner(warm int) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	r := &Runner{spawner: sp}
+	r.jails = newPool(warm, sp, r.logger("serve"))
 	// A child forked ahead for each template: a run finds its program
 	// sandboxed and waiting.
-	zygotes := zygote.New(sp, zygote.Config{Ahead: 1})
-	return &Runner{spawner: sp, jails: newPool(warm, sp), zygotes: zygotes}, nil
+	r.zygotes = zygote.New(sp, zygote.Config{Ahead: 1, Log: r.logger("zygote")})
+	return r, nil
+}
+
+// logger writes lines of the server's log, as from part, with the fields
+// of errors among their arguments spelled as the last run's caller
+// spells them (Runner.names).
+func (r *Runner) logger(part string) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		var names func(string) string
+		if n := r.names.Load(); n != nil {
+			names = *n
+		}
+		fmt.Fprintf(os.Stderr, "microbox: %s: %s\n", part, field.Sprintf(names, format, args...))
+	}
 }
 
 // Close ends the ready jails and the zygotes' templates, and waits for
@@ -105,6 +125,9 @@ type Session struct {
 // Run runs s in a ready jail, or in a fresh one when none fits, and
 // returns its verdict (never nil) as soon as the program has ended.
 func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
+	if names := spec.FieldNames; names != nil {
+		s.runner.names.Store(&names)
+	}
 	run := s.runner.jails.run
 	if spec.Zygote != nil {
 		run = s.runner.zygotes.Run

@@ -174,7 +174,7 @@ func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error)
 			p.stats.Failed++
 			tm.failedAt = time.Now()
 			if !preloadFailed(tm.err) {
-				p.cfg.Log("start a template: %s", field.Message(tm.err, s.FieldNames))
+				p.cfg.Log("start a template: %v", tm.err)
 			}
 		}
 		close(tm.started)
