@@ -5,7 +5,8 @@ package main
 // containerd: a read-only cgroup mount) answers 503 naming the check and
 // the fix, while ?live stays 200; with --no-cgroup, the variant for such
 // hosts, it answers 200; a report is cached and made once for callers
-// that come together; and the server's log names flags, not Go fields.
+// that come together; and the server's log, and a batch's, name flags,
+// not Go fields.
 
 import (
 	"encoding/json"
@@ -235,5 +236,28 @@ func TestHealthzDetailsNeedTheToken(t *testing.T) {
 				t.Errorf("/healthz (token %v): check %s has detail %q", withToken, c.Name, c.Detail)
 			}
 		}
+	}
+}
+
+// Outside a server too: a batch forking from zygotes on a host whose
+// cgroup mounts are read-only logs its templates' failure with the flag
+// that fixes it, not the Go field.
+func TestBatchZygoteLogNamesFlags(t *testing.T) {
+	argv := append(privateMounts(t), "sh", "-c", readOnlyCgroups, "sh", microbox, "batch", "--zygote")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "MICROBOX_ROOTFS=")
+	cmd.Stdin = strings.NewReader(`{"code": "print(1)"}` + "\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, _ := cmd.Output()
+	if !strings.Contains(string(out), `"status":"sandbox_error"`) {
+		t.Fatalf("a batch's run with read-only cgroups: %s\n%s", out, stderr.String())
+	}
+	log := stderr.String()
+	if !strings.Contains(log, "start a template") || !strings.Contains(log, "--no-cgroup") {
+		t.Errorf("the batch's log does not say the template failed, with the flag that fixes it:\n%s", log)
+	}
+	if m := goFieldNames.FindString(log); m != "" {
+		t.Errorf("the batch's log names the Go field %s:\n%s", m, log)
 	}
 }
