@@ -261,3 +261,32 @@ func TestBatchZygoteLogNamesFlags(t *testing.T) {
 		t.Errorf("the batch's log names the Go field %s:\n%s", m, log)
 	}
 }
+
+// A server whose root loses its interpreter after start (here: the bind
+// of /usr that made it goes away) answers 503 naming the python check.
+func TestHealthzRootGone(t *testing.T) {
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	os.Chmod(filepath.Dir(root), 0o755) // the jail's user must reach it
+	for _, d := range []string{"usr", "proc", "dev", "tmp", "etc"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	for _, l := range []string{"bin", "lib", "lib64"} {
+		os.Symlink("usr/"+l, filepath.Join(root, l))
+	}
+	prefix := append(privateMounts(t), "sh", "-c", `mount --bind /usr "$0/usr" && exec "$@"`, root)
+	s := startAPIVia(t, prefix, "--rootfs", root, "--http-health-interval", "100ms")
+	if code, h, body := getHealth(t, s, "/healthz"); code != http.StatusOK || h.check("run") == nil {
+		t.Fatalf("a healthy server's /healthz: %d %s", code, body)
+	}
+	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(s.cmd.Process.Pid), "-m", "umount", filepath.Join(root, "usr")).CombinedOutput(); err != nil {
+		t.Fatalf("unmount the root's /usr: %v\n%s", err, out)
+	}
+	code, h, body := http.StatusOK, healthReport{}, ""
+	for deadline := time.Now().Add(20 * time.Second); code == http.StatusOK && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		code, h, body = getHealth(t, s, "/healthz")
+	}
+	if code != http.StatusServiceUnavailable || !strings.HasPrefix(h.Error, "runs cannot work here: python failed: ") || !strings.Contains(h.Error, "--rootfs") {
+		t.Fatalf("/healthz after the root lost its python: %d %s", code, body)
+	}
+}
