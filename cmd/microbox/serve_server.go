@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/internal/batch"
-	selfcheck "github.com/microbox/microbox/internal/health" // "health" is a test's type
+	selfcheck "github.com/microbox/microbox/internal/health" // the package's tests declare a type health
 	"github.com/microbox/microbox/internal/httpapi"
 	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/internal/mcptool"
