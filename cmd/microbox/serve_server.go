@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/internal/batch"
+	selfcheck "github.com/microbox/microbox/internal/health" // the package's tests declare a type health
 	"github.com/microbox/microbox/internal/httpapi"
 	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/internal/mcptool"
@@ -74,7 +75,7 @@ func serveCommand(*invocation) *cobra.Command {
 	o := server.Options{Handler: serveExec}
 	f := &apiFlags{}
 	var addr, tokenFile, maxBody string
-	var readTimeout time.Duration
+	var readTimeout, healthEvery time.Duration
 	c := &cobra.Command{
 		Use:   "serve [--socket PATH] [--http ADDR]",
 		Short: "Run exec for one-shot callers without a Go start per run, and the HTTP API",
@@ -100,7 +101,7 @@ API's runs (exec's clients keep their own).`,
 			if addr == "" {
 				return flagError(server.Serve(o))
 			}
-			return serveHTTP(c, o, f, addr, tokenFile, maxBody, readTimeout)
+			return serveHTTP(c, o, f, addr, tokenFile, maxBody, readTimeout, healthEvery)
 		},
 	}
 	c.Flags().StringVar(&o.Socket, "socket", "", "socket to listen on (default: $"+server.SocketEnv+", else "+server.DefaultSocket+")")
@@ -109,15 +110,19 @@ API's runs (exec's clients keep their own).`,
 	c.Flags().StringVar(&tokenFile, "http-token-file", "", "bearer token every API request but /healthz must carry, read from `FILE` (mode 0600)")
 	c.Flags().StringVar(&maxBody, "http-max-body", "32M", "largest API request body (and batch line)")
 	c.Flags().DurationVar(&readTimeout, "http-read-timeout", 10*time.Second, "longest wait for an API request's headers and body (a slower one gets 408)")
+	c.Flags().DurationVar(&healthEvery, "http-health-interval", selfcheck.DefaultEvery, "how long /healthz's self-check (a run in a jail) stands before a request makes a new one")
 	f.register(c)
 	return c
 }
 
 // serveHTTP serves the exec socket and the HTTP API side by side, on one
 // runner.
-func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile, maxBody string, readTimeout time.Duration) error {
+func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile, maxBody string, readTimeout, healthEvery time.Duration) error {
 	if readTimeout <= 0 {
 		return usagef("--http-read-timeout %s: give a positive duration such as 10s", readTimeout)
+	}
+	if healthEvery <= 0 {
+		return usagef("--http-health-interval %s: give a positive duration such as 30s", healthEvery)
 	}
 	cfg := httpapi.Config{Addr: addr, ReadTimeout: readTimeout, Version: versionString()}
 	var err error
@@ -137,12 +142,21 @@ func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile,
 		return flagError(err)
 	}
 	defer runner.Close()
+	cfg.Health = healthChecker(cfg.Service.Base, runner, healthEvery)
+	defer cfg.Health.Close() // before the runner closes: its run may be under way
 	api, err := httpapi.New(runner, cfg)
 	if err != nil {
 		return flagError(err)
 	}
 	o.Runner, o.FrontEnds = runner, []server.FrontEnd{api}
 	return flagError(server.Serve(o))
+}
+
+// healthChecker checks, for /healthz, that runs of base work: its
+// messages name the server's flags, for the operator who reads them.
+func healthChecker(base nsjail.Options, runner *server.Runner, every time.Duration) *selfcheck.Checker {
+	base.FieldNames = flagName
+	return selfcheck.New(selfcheck.Config{Options: base, Run: runner.Probe, Every: every})
 }
 
 func mcpCommand(*invocation) *cobra.Command {

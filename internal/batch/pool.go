@@ -156,7 +156,7 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 					defer sp.Close()
 					// Templates start only for tasks that ask for a zygote
 					// (the base's options, or the task's own keys).
-					zygotes := zygote.New(sp, zygote.Config{Templates: 2})
+					zygotes := zygote.New(sp, zygote.Config{Templates: 2, FieldNames: p.base.FieldNames})
 					defer zygotes.Close()
 					run = forkOrRun(zygotes, sp)
 				}

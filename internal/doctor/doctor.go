@@ -14,6 +14,7 @@ package doctor
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
@@ -48,14 +49,10 @@ type Report struct {
 // no run could have (bad limits, a root without Python) are an error,
 // naming the field at fault, and no report.
 func Run(opts nsjail.Options) (*Report, error) {
-	cg, err := opts.Cgroup()
-	if err == nil {
-		err = opts.Prepare()
-	}
+	d, err := newDoctor(opts)
 	if err != nil {
 		return nil, err
 	}
-	d := &doctor{opts: opts, cgroup: cg}
 	d.checkHost()
 	d.checkCapabilities()
 	d.checkUserNS()
@@ -68,13 +65,23 @@ func Run(opts nsjail.Options) (*Report, error) {
 	d.checkSharedRoot()
 	d.checkRun()
 	d.checkPackages()
-	d.report.OK = true
-	for _, c := range d.report.Checks {
-		if c.Status == Fail {
-			d.report.OK = false
-		}
+	return d.finish(), nil
+}
+
+// Essentials makes the checks of what every run of opts needs that are
+// cheap enough to repeat while a server runs (internal/health): root's
+// capabilities, user namespaces, /proc's masks, the cgroup hierarchy where
+// run groups go, seccomp, tmpfs and the root's Python. It makes no run.
+// Options that no run could have are an error, as Run's are.
+func Essentials(opts nsjail.Options) (*Report, error) {
+	d, err := newDoctor(opts)
+	if err != nil {
+		return nil, err
 	}
-	return &d.report, nil
+	for _, check := range []func(){d.checkCapabilities, d.checkUserNS, d.checkProcMasks, d.checkCgroups, d.checkSeccomp, d.checkFilesystems, d.checkPython} {
+		check()
+	}
+	return d.finish(), nil
 }
 
 // Print writes the report as text, one line per check, then the verdict.
@@ -99,6 +106,25 @@ type doctor struct {
 	cgroup *cgroup.Options // its cgroup; nil for none
 	report Report
 	ran    bool // the real run worked
+}
+
+// newDoctor prepares opts for the checks; its error names the field no
+// run could have.
+func newDoctor(opts nsjail.Options) (*doctor, error) {
+	cg, err := opts.Cgroup()
+	if err == nil {
+		err = opts.Prepare()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &doctor{opts: opts, cgroup: cg}, nil
+}
+
+// finish is the report, OK unless a check failed.
+func (d *doctor) finish() *Report {
+	d.report.OK = !slices.ContainsFunc(d.report.Checks, func(c Check) bool { return c.Status == Fail })
+	return &d.report
 }
 
 func (d *doctor) add(name string, status Status, detail, fix string) {

@@ -10,7 +10,8 @@
 // Bad input gets one line of JSON, {"error": "..."}, with a status of its
 // own: 400 (not a valid request), 401 (no or a wrong token), 404 (no such
 // path or run), 405 (method), 408 (the body was too slow), 413 (too
-// large), 429 (busy: Retry-After), 503 (stopping).
+// large), 429 (busy: Retry-After), 503 (stopping; at /healthz, runs
+// cannot work here: internal/health).
 package httpapi
 
 import (
@@ -30,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/microbox/microbox/internal/health"
 	"github.com/microbox/microbox/internal/mcptool"
 	"github.com/microbox/microbox/internal/server"
 	"github.com/microbox/microbox/internal/service"
@@ -49,6 +51,9 @@ type Config struct {
 	Service service.Config
 	// Version is microbox's, for /healthz and the MCP server.
 	Version string
+	// Health tells /healthz whether runs can work here (nil: it answers
+	// 200 while the server serves).
+	Health *health.Checker
 }
 
 // API is the HTTP front end of a server: a server.FrontEnd.
@@ -202,10 +207,21 @@ func recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
+// healthz answers whether runs can work here (readiness: 503 with the
+// failed check and its fix when not), from the health checker's cached
+// report, with the checks' details for callers with the token; with
+// ?live, only that the server serves (liveness: no check, so a host's
+// problem does not get the server restarted without end).
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	st := a.svc.Stats()
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": a.cfg.Version,
-		"running": st.Running, "queued": st.Queued, "ready_jails": st.ReadyJails})
+	answer := map[string]any{"status": "ok", "version": a.cfg.Version,
+		"running": st.Running, "queued": st.Queued, "ready_jails": st.ReadyJails}
+	code := http.StatusOK
+	if a.cfg.Health != nil && !r.URL.Query().Has("live") {
+		detail := a.token == nil || a.token.allows(r.Header.Get("Authorization"))
+		code = a.cfg.Health.Report(r.Context()).Answer(answer, detail)
+	}
+	writeJSON(w, code, answer)
 }
 
 // writeJSON answers v as one JSON line, with its length: a client can

@@ -8,8 +8,6 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sync"
 
 	"github.com/microbox/microbox/nsjail"
@@ -22,6 +20,7 @@ import (
 type pool struct {
 	size    int
 	spawner *nsjail.Spawner
+	log     func(format string, args ...any) // the server's log (Runner.logger)
 
 	mu       sync.Mutex
 	shape    nsjail.Shape // what ready jails were started for
@@ -38,8 +37,8 @@ type pool struct {
 	background sync.WaitGroup
 }
 
-func newPool(size int, sp *nsjail.Spawner) *pool {
-	return &pool{size: size, spawner: sp}
+func newPool(size int, sp *nsjail.Spawner, log func(format string, args ...any)) *pool {
+	return &pool{size: size, spawner: sp, log: log}
 }
 
 // run runs s in a ready jail, or in a fresh one when none fits; the
@@ -132,7 +131,7 @@ func (p *pool) start(shape nsjail.Shape, gen int) {
 	switch {
 	case err != nil:
 		// Runs go on cold, and report the same error if it lasts.
-		fmt.Fprintf(os.Stderr, "microbox: serve: start a jail ahead of its run: %v\n", err)
+		p.log("start a jail ahead of its run: %v", err)
 		p.failing = true
 	case p.closed || gen != p.gen:
 		p.closeLater(j)

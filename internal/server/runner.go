@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
@@ -26,6 +27,10 @@ type Runner struct {
 	run      zygote.RunFunc
 	stale    staleGroups
 	observer Observer
+	// names spell the fields in the log's messages as the last run's
+	// caller spells them (Spec.FieldNames: a flag, or "the server's
+	// --flag"): the operator reads --no-cgroup, not the Go field NoCgroup.
+	names atomic.Pointer[func(field string) string]
 }
 
 // An Observer hears of a runner's verdicts and collections, for a
@@ -74,11 +79,26 @@ func NewRunner(warm int) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	r := &Runner{spawner: sp}
+	r.jails = newPool(warm, sp, r.logger("serve"))
 	// A child forked ahead for each template: a run finds its program
 	// sandboxed and waiting.
-	zygotes := zygote.New(sp, zygote.Config{Ahead: 1})
-	jails := newPool(warm, sp)
-	return &Runner{spawner: sp, jails: jails, zygotes: zygotes, run: zygote.Dispatch(zygotes, jails.run)}, nil
+	r.zygotes = zygote.New(sp, zygote.Config{Ahead: 1, Log: r.logger("zygote")})
+	r.run = zygote.Dispatch(r.zygotes, r.jails.run)
+	return r, nil
+}
+
+// logger writes lines of the server's log, as from part, with the fields
+// of errors among their arguments spelled as the last run's caller
+// spells them (Runner.names).
+func (r *Runner) logger(part string) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		var names func(string) string
+		if n := r.names.Load(); n != nil {
+			names = *n
+		}
+		fmt.Fprintf(os.Stderr, "microbox: %s: %s\n", part, field.Sprintf(names, format, args...))
+	}
 }
 
 // Close ends the ready jails and the zygotes' templates, and waits for
@@ -107,9 +127,21 @@ type Session struct {
 // Run runs s in a ready jail, or in a fresh one when none fits, or forked
 // from a zygote's template (zygote.Dispatch), and returns its verdict (never nil) as soon as the program has ended.
 func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
+	if names := spec.FieldNames; names != nil {
+		s.runner.names.Store(&names)
+	}
 	res, teardown := s.runner.run(ctx, spec)
 	s.teardowns = append(s.teardowns, teardown)
 	return res
+}
+
+// Probe runs s in a fresh jail of the runner's spawner, never in one
+// started ahead nor forked from a zygote, and tears it down before it
+// returns: a health check's run (internal/health), which must neither take
+// a jail a caller's run would use nor change the shape of those started
+// ahead. Its verdict reaches no observer.
+func (r *Runner) Probe(ctx context.Context, s *nsjail.Spec) *result.Result {
+	return nsjail.Settle(r.spawner.RunEarly(ctx, s))
 }
 
 // CollectStaleGroups removes the groups of killed runs under the cgroup

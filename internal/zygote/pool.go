@@ -34,8 +34,10 @@ type Config struct {
 	MaxForks  int           // a template retires after forking this many (10000)
 	MaxAge    time.Duration // or once this old (1h)
 	// Log receives the pool's own failures (a template that died, a start
-	// that failed); nil is standard error.
-	Log func(format string, args ...any)
+	// that failed); nil is standard error, with the fields of errors
+	// among its arguments spelled as FieldNames says (the caller's flags).
+	Log        func(format string, args ...any)
+	FieldNames func(field string) string
 }
 
 func (c Config) withDefaults() Config {
@@ -50,7 +52,9 @@ func (c Config) withDefaults() Config {
 		c.MaxAge = time.Hour
 	}
 	if c.Log == nil {
-		c.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "microbox: zygote: "+format+"\n", args...) }
+		c.Log = func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "microbox: zygote: %s\n", field.Sprintf(c.FieldNames, format, args...))
+		}
 	}
 	return c
 }
