@@ -49,7 +49,7 @@ func TestAdmission(t *testing.T) {
 
 // Finished runs are kept for keep, and at most maxKept of them.
 func TestTableExpiry(t *testing.T) {
-	tb := newTable(time.Hour, 2)
+	tb := newTable(time.Hour, 2, 1<<30)
 	var ids []string
 	for range 3 {
 		e := tb.add(func(error) {})
