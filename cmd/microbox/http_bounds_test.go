@@ -179,39 +179,60 @@ func TestHTTPBodyBudget(t *testing.T) {
 	})
 }
 
-// Results of runs started with ?wait=false are bounded in bytes
-// (--http-keep-bytes), the oldest going first, and once expired their
-// memory goes back to the system, with no request to notice they expired.
-func TestHTTPKeptResultsBounded(t *testing.T) {
-	const runs, size = 40, 1 << 20
-	s := startAPI(t, "--http-keep-bytes", "8M", "--http-keep", "3s", "--http-concurrency", "1")
-	s.runTask(t, `{"code": "print(1)"}`)
-	before := statusKiB(s.pid(), "VmRSS")
-	task := fmt.Sprintf(`{"code": "import sys; sys.stdout.write('x' * %d)", "output_limit": %d}`, size, size)
+// startRuns starts n runs of task with ?wait=false at once, and waits
+// until each is done (or its result already dropped).
+func startRuns(t *testing.T, s *apiServer, n int, task string) []string {
 	var ids []string
-	for range runs {
+	for range n {
 		code, body := s.post(t, "/v1/runs?wait=false", task)
 		var st service.Status
 		if code != http.StatusAccepted || json.Unmarshal(body, &st) != nil {
 			t.Fatalf("wait=false: %d %s", code, body)
 		}
 		ids = append(ids, st.ID)
-		waitFor(t, "run "+st.ID+" done", func() bool {
-			_, body := s.do(t, http.MethodGet, "/v1/runs/"+st.ID, "", nil)
-			return strings.Contains(string(body), `"state":"done"`)
+	}
+	for _, id := range ids {
+		waitFor(t, "run "+id+" done", func() bool {
+			code, body := s.do(t, http.MethodGet, "/v1/runs/"+id, "", nil)
+			return code == http.StatusNotFound || strings.Contains(string(body), `"state":"done"`)
 		})
 	}
+	return ids
+}
+
+// oneMiBTask prints 1 MiB.
+const oneMiBTask = `{"code": "import sys; sys.stdout.write('x' * (1 << 20))", "output_limit": "1M"}`
+
+// Results of runs started with ?wait=false are bounded in bytes
+// (--http-keep-bytes) beside their count, the oldest going first.
+func TestHTTPKeptResultsBounded(t *testing.T) {
+	s := startAPI(t, "--http-keep-bytes", "8M", "--http-queue", "40")
+	ids := startRuns(t, s, 40, oneMiBTask)
 	kept := 0
 	for _, id := range ids {
 		if code, _ := s.do(t, http.MethodGet, "/v1/runs/"+id, "", nil); code == http.StatusOK {
 			kept++
 		}
 	}
-	if code, _ := s.do(t, http.MethodGet, "/v1/runs/"+ids[runs-1], "", nil); code != http.StatusOK || kept > 8 {
-		t.Errorf("%d results of 1 MiB kept under --http-keep-bytes 8M (the newest: %d)", kept, code)
+	if kept < 1 || kept > 8 {
+		t.Errorf("%d results of 1 MiB kept under --http-keep-bytes 8M", kept)
 	}
-	// No request from here on: the results expire on their own.
-	waitFor(t, "the memory of expired results back", func() bool {
-		return statusKiB(s.pid(), "VmRSS")-before < 16<<10
+}
+
+// Once expired, results are let go and their memory goes back to the
+// system, with no request to notice that they expired.
+func TestHTTPExpiredResultsFreed(t *testing.T) {
+	s := startAPI(t, "--http-keep", "5s", "--http-queue", "40")
+	s.runTask(t, `{"code": "print(1)"}`)
+	before := statusKiB(s.pid(), "VmRSS")
+	ids := startRuns(t, s, 40, oneMiBTask)
+	t.Logf("the server grew %d MiB with 40 results", (statusKiB(s.pid(), "VmRSS")-before)>>10)
+	waitFor(t, "the memory of expired results back", func() bool { // no request meanwhile
+		return statusKiB(s.pid(), "VmRSS")-before < 8<<10
+	})
+	t.Logf("then %d MiB", (statusKiB(s.pid(), "VmRSS")-before)>>10)
+	waitFor(t, "the last result expired", func() bool {
+		code, _ := s.do(t, http.MethodGet, "/v1/runs/"+ids[39], "", nil)
+		return code == http.StatusNotFound
 	})
 }
