@@ -236,3 +236,29 @@ func TestHTTPExpiredResultsFreed(t *testing.T) {
 		return code == http.StatusNotFound
 	})
 }
+
+// A request refused for a full server costs nothing of what building its
+// run would: admission comes before its redact patterns compile (600
+// patterns of 15 bytes are over 200 MiB compiled).
+func TestHTTPRefusedRequestCompilesNothing(t *testing.T) {
+	s := startAPI(t, "--http-concurrency", "1", "--http-queue", "0")
+	code, body := s.post(t, "/v1/runs?wait=false", `{"code": "import time; time.sleep(60)", "timeout": 120}`)
+	var st service.Status
+	if code != http.StatusAccepted || json.Unmarshal(body, &st) != nil {
+		t.Fatalf("wait=false: %d %s", code, body)
+	}
+	defer s.do(t, http.MethodDelete, "/v1/runs/"+st.ID, "", nil)
+	var patterns []string
+	for i := range 600 {
+		patterns = append(patterns, fmt.Sprintf("P%d=(a|b){1000}", i))
+	}
+	task, _ := json.Marshal(map[string]any{"code": "print(1)", "redact_patterns": patterns})
+	before := statusKiB(s.pid(), "VmHWM")
+	code, body = s.post(t, "/v1/runs", string(task))
+	if code != http.StatusTooManyRequests && code != http.StatusBadRequest {
+		t.Fatalf("a task on a full server: %d %s", code, body)
+	}
+	if grown := (statusKiB(s.pid(), "VmHWM") - before) << 10; grown > 16<<20 {
+		t.Errorf("a refused request (%d) grew the server %d MiB", code, grown>>20)
+	}
+}
