@@ -40,7 +40,9 @@ func (b *bodyBudget) limit(next http.Handler) http.HandlerFunc {
 			return
 		}
 		rc := http.NewResponseController(w)
-		rc.SetReadDeadline(time.Now().Add(b.timeout))
+		if r.ContentLength != 0 { // else no read would lift it
+			rc.SetReadDeadline(time.Now().Add(b.timeout))
+		}
 		body := &budgetBody{ReadCloser: r.Body, rc: rc, left: r.ContentLength,
 			give: sync.OnceFunc(func() { b.give(n) })}
 		defer body.give()
