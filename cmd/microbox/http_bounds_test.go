@@ -262,3 +262,16 @@ func TestHTTPRefusedRequestCompilesNothing(t *testing.T) {
 		t.Errorf("a refused request (%d) grew the server %d MiB", code, grown>>20)
 	}
 }
+
+// A caller that sends its next run as soon as it has the last one's
+// answer finds the slot free: with one slot and no queue, runs back to
+// back are never refused (the slot is given back when the run ends, not
+// after the jail's teardown, which goes on beside the answer).
+func TestHTTPRunsBackToBackNeverBusy(t *testing.T) {
+	s := startAPI(t, "--http-concurrency", "1", "--http-queue", "0")
+	for i := range 20 {
+		if code, body := s.post(t, "/v1/runs", `{"code": "print(1)"}`); code != http.StatusOK {
+			t.Fatalf("run %d of a caller running one at a time: %d %s", i+1, code, body)
+		}
+	}
+}

@@ -99,11 +99,12 @@ func (s *Service) NotRun(err error) *policy.Result {
 
 // Run runs r on the ticket's slot (after its wait in the queue), ending
 // it early when ctx or the service's context ends (with their cause in
-// the verdict), and calls answer with the result. The jail's teardown
-// and then the slot's release go on beside answer, off the caller's
-// clock: the slot is the run's, not its answer's, so a caller that does
-// not read its answer holds up no other run. client names the caller in
-// the server's log.
+// the verdict), and calls answer with the result. The slot is given back
+// first: it is the run's, not its answer's, so a caller that does not
+// read its answer holds up no other run, and one that sends its next run
+// as soon as it has an answer finds the slot free. The jail's teardown
+// goes on beside answer, off the caller's clock. client names the caller
+// in the server's log.
 func (s *Service) Run(ctx context.Context, tk *Ticket, r *batch.Run, client string, answer func(*policy.Result)) {
 	s.active.Add(1)
 	defer s.active.Done()
@@ -144,18 +145,19 @@ func (s *Service) run(ctx context.Context, tk *Ticket, r *batch.Run, client stri
 	res := r.Execute(ctx, session.Run)
 	collected.Wait()
 	session.Verdict(res.Result)
-	s.end(tk, session)
+	tk.release() // the run has ended: its slot is the next run's
+	s.tearDown(session)
 	answer(res)
 }
 
-// end finishes a run in the background: the jail's teardown, then its
-// slot goes to the next run. Service.Wait waits for it.
-func (s *Service) end(tk *Ticket, session *server.Session) {
+// tearDown ends a session in the background (the jail's teardown, jails
+// started for the next runs), beside the answer; Service.Wait waits for
+// it.
+func (s *Service) tearDown(session *server.Session) {
 	s.active.Add(1)
 	go func() {
 		defer s.active.Done()
 		session.End()
-		tk.release()
 	}()
 }
 
