@@ -217,6 +217,9 @@ func TestHTTPKeptResultsBounded(t *testing.T) {
 	if kept < 1 || kept > 8 {
 		t.Errorf("%d results of 1 MiB kept under --http-keep-bytes 8M", kept)
 	}
+	if b := scrape(t, s).value("microbox_kept_result_bytes", "", ""); b < 1<<20 || b > 8<<20 {
+		t.Errorf("microbox_kept_result_bytes %v under --http-keep-bytes 8M", b)
+	}
 }
 
 // Once expired, results are let go and their memory goes back to the
