@@ -377,6 +377,7 @@ var flagNames = map[string]string{
 	// serve
 	"Socket": "--socket", "Warm": "--warm", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",
 	"HTTPKeep": "--http-keep", "HTTPMaxBody": "--http-max-body",
+	"HTTPKeepBytes": "--http-keep-bytes", "HTTPBodyBudget": "--http-body-budget",
 }
 
 func flagName(field string) string { return flagNames[field] }

@@ -34,6 +34,16 @@ type apiFlags struct {
 	concurrency int
 	queue       int
 	keep        string
+	memoryFlags
+}
+
+// memoryFlags bound the server's own memory (docs/server.md).
+type memoryFlags struct {
+	keepBytes string
+}
+
+func (m *memoryFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&m.keepBytes, "http-keep-bytes", "256M", "bytes of results of runs started with ?wait=false kept at most (stdout, stderr, error and 1K each; the oldest go first)")
 }
 
 // register adds the flags to c.
@@ -43,6 +53,7 @@ func (f *apiFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.concurrency, "http-concurrency", runtime.NumCPU(), "network runs at once")
 	fl.IntVar(&f.queue, "http-queue", 4*runtime.NumCPU(), "network runs that may wait for a slot; past it, 429 (busy)")
 	fl.StringVar(&f.keep, "http-keep", "10m", "how long the result of a run started with ?wait=false is kept")
+	f.memoryFlags.register(c)
 }
 
 // config is the service's: the flags as every network run's base. Its
@@ -66,9 +77,13 @@ func (f *apiFlags) config(c *cobra.Command) (service.Config, error) {
 	if err != nil {
 		return service.Config{}, flagError(err)
 	}
+	keptBytes, err := nsjail.ParseSize("HTTPKeepBytes", f.keepBytes)
+	if err != nil {
+		return service.Config{}, flagError(err)
+	}
 	layers := policy.Options{PID: os.Getpid(), CacheDir: processInvocation().cacheDir()}
 	return service.Config{Base: base, Layers: layers, Concurrency: f.concurrency, Queue: f.queue,
-		Keep: keep, MaxKept: 10000}, nil
+		Keep: keep, MaxKept: 10000, KeptBytes: keptBytes}, nil
 }
 
 func serveCommand(*invocation) *cobra.Command {
@@ -76,6 +91,7 @@ func serveCommand(*invocation) *cobra.Command {
 	f := &apiFlags{}
 	var addr, tokenFile, maxBody string
 	var readTimeout, healthEvery time.Duration
+	var b answerFlags
 	c := &cobra.Command{
 		Use:   "serve [--socket PATH] [--http ADDR]",
 		Short: "Run exec for one-shot callers without a Go start per run, and the HTTP API",
@@ -101,7 +117,7 @@ API's runs (exec's clients keep their own).`,
 			if addr == "" {
 				return flagError(server.Serve(o))
 			}
-			return serveHTTP(c, o, f, addr, tokenFile, maxBody, readTimeout, healthEvery)
+			return serveHTTP(c, o, f, addr, tokenFile, maxBody, readTimeout, healthEvery, &b)
 		},
 	}
 	c.Flags().StringVar(&o.Socket, "socket", "", "socket to listen on (default: $"+server.SocketEnv+", else "+server.DefaultSocket+")")
@@ -112,12 +128,45 @@ API's runs (exec's clients keep their own).`,
 	c.Flags().DurationVar(&readTimeout, "http-read-timeout", 10*time.Second, "longest wait for an API request's headers and body (a slower one gets 408)")
 	c.Flags().DurationVar(&healthEvery, "http-health-interval", selfcheck.DefaultEvery, "how long /healthz's self-check (a run in a jail) stands before a request makes a new one")
 	f.register(c)
+	b.register(c)
 	return c
+}
+
+// answerFlags bound what callers' requests and answers hold of the
+// server: bodies being read, and answers they do not read.
+type answerFlags struct {
+	bodyBudget   string
+	writeTimeout time.Duration
+}
+
+func (b *answerFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&b.bodyBudget, "http-body-budget", "", "bytes of request bodies the server holds before their runs are admitted, all requests together; past it, 429 (default: twice --http-max-body)")
+	c.Flags().DurationVar(&b.writeTimeout, "http-write-timeout", 30*time.Second, "longest wait for a caller to take each piece of its answer; a caller that stops reading loses its connection")
+}
+
+// apply sets cfg's body budget and write timeout.
+func (b *answerFlags) apply(cfg *httpapi.Config) error {
+	if b.writeTimeout <= 0 {
+		return usagef("--http-write-timeout %s: give a positive duration such as 30s", b.writeTimeout)
+	}
+	cfg.WriteTimeout, cfg.BodyBudget = b.writeTimeout, 2*cfg.MaxBody
+	if b.bodyBudget == "" {
+		return nil
+	}
+	budget, err := nsjail.ParseSize("HTTPBodyBudget", b.bodyBudget)
+	if err != nil {
+		return flagError(err)
+	}
+	if budget < cfg.MaxBody {
+		return usagef("--http-body-budget %s is below --http-max-body (%d bytes): no body that large could be read; raise --http-body-budget", b.bodyBudget, cfg.MaxBody)
+	}
+	cfg.BodyBudget = budget
+	return nil
 }
 
 // serveHTTP serves the exec socket and the HTTP API side by side, on one
 // runner.
-func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile, maxBody string, readTimeout, healthEvery time.Duration) error {
+func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile, maxBody string, readTimeout, healthEvery time.Duration, b *answerFlags) error {
 	if readTimeout <= 0 {
 		return usagef("--http-read-timeout %s: give a positive duration such as 10s", readTimeout)
 	}
@@ -131,6 +180,9 @@ func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile,
 	}
 	if cfg.MaxBody, err = nsjail.ParseSize("HTTPMaxBody", maxBody); err != nil {
 		return flagError(err)
+	}
+	if err := b.apply(&cfg); err != nil {
+		return err
 	}
 	if tokenFile != "" {
 		if cfg.Token, err = httpapi.ReadToken(tokenFile); err != nil {

@@ -15,7 +15,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,7 +26,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +45,11 @@ type Config struct {
 	// ReadTimeout bounds the wait for a request's headers and body (for
 	// a batch, for each read of its body).
 	ReadTimeout time.Duration
+	// BodyBudget bounds the bytes of bodies read and not yet admitted,
+	// all requests together (bodyBudget); at least MaxBody.
+	BodyBudget int64
+	// WriteTimeout bounds each write of an answer (writeDeadlines).
+	WriteTimeout time.Duration
 	// Service sizes the runs (service.Config).
 	Service service.Config
 	// Version is microbox's, for /healthz and the MCP server.
@@ -66,6 +69,7 @@ type API struct {
 	unix     bool // a Unix socket: no browser can reach it
 	metrics  *metrics
 	handler  http.Handler
+	bodies   *bodyBudget
 }
 
 // New listens at cfg.Addr and makes the API of runner's jails; the
@@ -83,7 +87,7 @@ func New(runner *server.Runner, cfg Config) (*API, error) {
 		return nil, err
 	}
 	a := &API{cfg: cfg, listener: l, svc: svc, stop: stop, token: newTokenCheck(cfg.Token),
-		unix: strings.HasPrefix(cfg.Addr, UnixPrefix)}
+		unix: strings.HasPrefix(cfg.Addr, UnixPrefix), bodies: newBodyBudget(cfg.BodyBudget, cfg.MaxBody, cfg.ReadTimeout)}
 	a.metrics = newMetrics(svc)
 	runner.Observe(a.metrics)
 	a.handler = a.routes()
@@ -129,17 +133,17 @@ func (a *API) routes() http.Handler {
 	handle := func(path string, methods map[string]http.HandlerFunc) {
 		mux.Handle(path, a.metrics.instrument(path, byMethod(methods)))
 	}
-	handle("/v1/runs", map[string]http.HandlerFunc{http.MethodPost: a.postRun})
+	handle("/v1/runs", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postRun))})
 	handle("/v1/runs/{id}", map[string]http.HandlerFunc{http.MethodGet: a.getRun, http.MethodDelete: a.deleteRun})
-	handle("/v1/batch", map[string]http.HandlerFunc{http.MethodPost: a.postBatch})
-	handle("/run_code", map[string]http.HandlerFunc{http.MethodPost: a.runCode})
+	handle("/v1/batch", map[string]http.HandlerFunc{http.MethodPost: a.postBatch}) // bounded line by line
+	handle("/run_code", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runCode))})
 	handle("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
 	handle("/metrics", map[string]http.HandlerFunc{http.MethodGet: a.metrics.serve})
-	mux.Handle("/mcp", a.metrics.instrument("/mcp", mcptool.HTTPHandler(a.svc, a.cfg.Version, a.cfg.MaxBody)))
+	mux.Handle("/mcp", a.metrics.instrument("/mcp", a.bodies.limit(mcptool.HTTPHandler(a.svc, a.cfg.Version, a.cfg.MaxBody))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint %s: see docs/http-api.md for the API's paths", r.URL.Path)
 	})
-	return recoverPanics(a.access(mux))
+	return recoverPanics(writeDeadlines(a.cfg.WriteTimeout, a.access(mux)))
 }
 
 // access lets a request through if it carries the token (when there is
@@ -222,23 +226,6 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 		code = a.cfg.Health.Report(r.Context()).Answer(answer, detail)
 	}
 	writeJSON(w, code, answer)
-}
-
-// writeJSON answers v as one JSON line, with its length: a client can
-// read exactly the answer, on a connection it keeps.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf) // as exec prints results: <, > and & as they are
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		writeError(w, http.StatusInternalServerError, "encode the answer: %v", err)
-		return
-	}
-	body := buf.Bytes()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
 }
 
 // writeError answers bad input: one line of JSON naming the problem and

@@ -59,6 +59,7 @@ func newMetrics(svc *service.Service) *metrics {
 		gauge("microbox_runs_in_flight", "API runs holding a slot.", func(s service.Stats) int { return s.Running }),
 		gauge("microbox_warm_jails", "Jails started ahead, waiting for a run.", func(s service.Stats) int { return s.ReadyJails }),
 		gauge("microbox_batches_streaming", "API batches under way.", func(s service.Stats) int { return s.Batches }),
+		gauge("microbox_kept_result_bytes", "Bytes of results of runs started with ?wait=false, kept until they expire.", func(s service.Stats) int { return int(s.KeptBytes) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

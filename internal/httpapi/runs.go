@@ -35,14 +35,17 @@ func (a *API) postRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	a.run(w, r, t, wait, func(res *policy.Result) { writeJSON(w, http.StatusOK, res) })
+	a.run(w, r, t, wait, func(res *policy.Result) { writeResult(w, http.StatusOK, res) })
 }
 
-// run prepares and admits a task, then runs it and answers the result
+// run admits and prepares a task, then runs it and answers the result
 // with respond, or, unless wait, answers its id at once (202).
 func (a *API) run(w http.ResponseWriter, r *http.Request, t *batch.Task, wait bool, respond func(*policy.Result)) {
-	run, err := a.svc.Prepare(r.Context(), t)
+	tk, run, err := a.svc.Admit(r.Context(), t)
 	switch {
+	case errors.Is(err, service.ErrBusy):
+		writeError(w, http.StatusTooManyRequests, "busy: %v; try again after Retry-After seconds", err)
+		return
 	case batch.IsBadInput(err):
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -50,11 +53,7 @@ func (a *API) run(w http.ResponseWriter, r *http.Request, t *batch.Task, wait bo
 		respond(a.svc.NotRun(err)) // microbox's fault: a verdict, as exec gives one
 		return
 	}
-	tk, err := a.svc.Admit()
-	if err != nil {
-		writeError(w, http.StatusTooManyRequests, "busy: %v; try again after Retry-After seconds", err)
-		return
-	}
+	admitted(r)
 	client := "http " + r.RemoteAddr
 	if !wait {
 		id := a.svc.Start(tk, run, client)
@@ -85,7 +84,7 @@ func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
 		a.noRun(w, id)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeStatus(w, st)
 }
 
 // deleteRun is DELETE /v1/runs/{id}: kills the run (its verdict says who
@@ -99,13 +98,13 @@ func (a *API) deleteRun(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "the run was killed, but its result did not come before the request ended: GET /v1/runs/%s for it", id)
 	default:
-		writeJSON(w, http.StatusOK, st)
+		writeStatus(w, st)
 	}
 }
 
 func (a *API) noRun(w http.ResponseWriter, id string) {
-	writeError(w, http.StatusNotFound, "no run %q: it never was, or its result expired (kept %v after the run, %d at most); start runs with POST /v1/runs?wait=false",
-		id, a.cfg.Service.Keep, a.cfg.Service.MaxKept)
+	writeError(w, http.StatusNotFound, "no run %q: it never was, or its result expired (kept %v after the run, %d and %d bytes of results at most, the oldest going first); start runs with POST /v1/runs?wait=false",
+		id, a.cfg.Service.Keep, a.cfg.Service.MaxKept, a.cfg.Service.KeptBytes)
 }
 
 // postBatch is POST /v1/batch: tasks as JSON lines in, each result as a
@@ -149,16 +148,22 @@ func (a *API) postBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // readBody reads a request's whole body, at most MaxBody bytes within
-// ReadTimeout; a failure is answered (413, 408, 400).
+// ReadTimeout, into a buffer of its length when it has one; a failure is
+// answered (413, 408, 400), a body over MaxBody at once, unread.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b := bodyReader{maxLine: a.cfg.MaxBody, timeout: a.cfg.ReadTimeout}
+	if r.ContentLength > a.cfg.MaxBody {
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestEntityTooLarge, "%v", b.explain(errLineTooLong))
+		return nil, false
+	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(a.cfg.ReadTimeout))
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBody))
+	data, err := readAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBody), r.ContentLength)
 	if err != nil {
 		// The deadline stays: net/http drains what is left of the body
 		// after the answer, which must not wait for a caller that
 		// sends nothing more.
-		b := bodyReader{maxLine: a.cfg.MaxBody, timeout: a.cfg.ReadTimeout}
 		w.Header().Set("Connection", "close")
 		writeError(w, b.status(err), "%v", b.explain(err))
 		return nil, false
@@ -167,6 +172,19 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	// caller going away must not end the run when it passes.
 	rc.SetReadDeadline(time.Time{})
 	return data, true
+}
+
+// readAll reads r to its end: size bytes when size is known (no more
+// memory than that), else as io.ReadAll does.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(r)
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // boolParam reads the query parameter name as a boolean (def if absent);

@@ -75,7 +75,10 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	a.run(w, r, t, true, func(res *policy.Result) { writeJSON(w, http.StatusOK, sandboxFusionResponse(res.Result)) })
+	a.run(w, r, t, true, func(res *policy.Result) {
+		var long longStrings
+		writeAnswer(w, http.StatusOK, sandboxFusionResponse(long.result(res.Result)), long)
+	})
 }
 
 // task is the request as a batch task; tmpfs is the server's scratch

@@ -93,18 +93,16 @@ func (t tool) call(ctx context.Context, req *mcp.CallToolRequest, in map[string]
 	if err != nil {
 		return nil, nil, err
 	}
-	run, err := t.svc.Prepare(ctx, task)
+	tk, run, err := t.svc.Admit(ctx, task) // admission first: a refused call costs nothing
 	var res *policy.Result
 	switch {
+	case errors.Is(err, service.ErrBusy):
+		return nil, nil, fmt.Errorf("busy: %v; call again shortly", err)
 	case batch.IsBadInput(err):
 		return nil, nil, err
 	case err != nil:
 		res = t.svc.NotRun(err)
 	default:
-		tk, err := t.svc.Admit()
-		if err != nil {
-			return nil, nil, fmt.Errorf("busy: %v; call again shortly", err)
-		}
 		t.svc.Run(ctx, tk, run, "mcp", func(r *policy.Result) { res = r })
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Summary(res)}}}, res, nil

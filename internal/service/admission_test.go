@@ -3,8 +3,12 @@ package service
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/microbox/microbox/internal/policy"
+	"github.com/microbox/microbox/result"
 )
 
 // Slots go to tickets in the order they came; past the queue, ErrBusy; a
@@ -49,13 +53,10 @@ func TestAdmission(t *testing.T) {
 
 // Finished runs are kept for keep, and at most maxKept of them.
 func TestTableExpiry(t *testing.T) {
-	tb := newTable(time.Hour, 2)
+	tb := newTable(time.Hour, 2, 1<<30)
 	var ids []string
 	for range 3 {
-		e := tb.add(func(error) {})
-		e.finish(nil)
-		tb.finished(e)
-		ids = append(ids, e.id)
+		ids = append(ids, finish(tb, 0).id)
 	}
 	if _, ok := tb.get(ids[0]); ok {
 		t.Error("the oldest of three results was kept past maxKept 2")
@@ -67,4 +68,53 @@ func TestTableExpiry(t *testing.T) {
 	if _, ok := tb.get(ids[2]); ok {
 		t.Error("an expired result was kept")
 	}
+}
+
+// finish ends a run in tb with stdout of n bytes.
+func finish(tb *table, n int) *entry {
+	e := tb.add(func(error) {})
+	e.finish(&policy.Result{Result: &result.Result{Stdout: strings.Repeat("x", n)}})
+	tb.finished(e)
+	return e
+}
+
+// Kept results are bounded in bytes too, the oldest going first; one
+// larger than the bound alone is kept alone.
+func TestTableBytes(t *testing.T) {
+	tb := newTable(time.Hour, 100, 3<<20)
+	var es []*entry
+	for range 4 {
+		es = append(es, finish(tb, 1<<20))
+	}
+	if n, size := tb.count(); n != 2 || size > 3<<20 {
+		t.Errorf("%d results of %d bytes kept under 3 MiB", n, size)
+	}
+	if _, ok := tb.get(es[3].id); !ok {
+		t.Error("the newest result is gone")
+	}
+	big := finish(tb, 4<<20)
+	if n, _ := tb.count(); n != 1 {
+		t.Errorf("%d results kept beside one over the whole bound", n)
+	}
+	if _, ok := tb.get(big.id); !ok {
+		t.Error("a result over the bound alone was not kept")
+	}
+}
+
+// Results expire on a timer, with no get to notice; none stays reachable
+// from the table.
+func TestTableExpiresOnItsOwn(t *testing.T) {
+	tb := newTable(20*time.Millisecond, 100, 1<<30)
+	for range 3 {
+		finish(tb, 10)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		tb.mu.Lock()
+		n, held := len(tb.runs), cap(tb.done)
+		tb.mu.Unlock()
+		if n == 0 && held == 0 {
+			return
+		}
+	}
+	t.Fatal("expired results stayed in the table")
 }

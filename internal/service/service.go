@@ -34,9 +34,11 @@ type Config struct {
 	// wait for a slot.
 	Concurrency, Queue int
 	// Keep is how long the result of a background run is kept after it
-	// ends, MaxKept how many such results at most.
-	Keep    time.Duration
-	MaxKept int
+	// ends, MaxKept how many such results at most, and KeptBytes how
+	// many bytes of them (resultSize), the oldest going first.
+	Keep      time.Duration
+	MaxKept   int
+	KeptBytes int64
 }
 
 // A Service runs tasks until its context ends.
@@ -59,20 +61,34 @@ func New(ctx context.Context, runner *server.Runner, cfg Config) (*Service, erro
 		return nil, fmt.Errorf("service: %d runs at once and a queue of %d: give at least 1 and 0", cfg.Concurrency, cfg.Queue)
 	}
 	return &Service{ctx: ctx, runner: runner, cfg: cfg, adm: newAdmission(cfg.Concurrency, cfg.Queue),
-		runs: newTable(cfg.Keep, cfg.MaxKept)}, nil
+		runs: newTable(cfg.Keep, cfg.MaxKept, cfg.KeptBytes)}, nil
 }
 
 // Wait returns once every run and batch has ended: after the service's
 // context ends, they end at once.
 func (s *Service) Wait() { s.active.Wait() }
 
-// Prepare checks a task from the network and builds its run. Its errors
-// are the task's fault when batch.IsBadInput says so, else microbox's.
-func (s *Service) Prepare(ctx context.Context, t *batch.Task) (*batch.Run, error) {
+// Admit takes a place for a task's run (a slot, or a place in the queue;
+// ErrBusy when the queue is full), then checks the task and builds its
+// run. The place comes first: building a run can cost (redact patterns
+// compile), and a caller refused for a full server must cost nothing; the
+// runs being built are bounded as the runs are. On an error the place is
+// given back; the error is the task's fault when batch.IsBadInput says
+// so, else microbox's.
+func (s *Service) Admit(ctx context.Context, t *batch.Task) (*Ticket, *batch.Run, error) {
 	if err := t.CheckRemote(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return batch.Prepare(ctx, s.cfg.Base, s.cfg.Layers, t)
+	tk, err := s.adm.admit(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := batch.Prepare(ctx, s.cfg.Base, s.cfg.Layers, t)
+	if err != nil {
+		tk.release()
+		return nil, nil, err
+	}
+	return tk, r, nil
 }
 
 // NotRun is the result of a task that could not be built for a reason of
@@ -81,15 +97,14 @@ func (s *Service) NotRun(err error) *policy.Result {
 	return &policy.Result{Result: result.NotRun(result.StatusSandboxError, err.Error(), s.cfg.Base.SeccompMode())}
 }
 
-// Admit takes a place for one run: a slot, or a place in the queue;
-// ErrBusy when the queue is full.
-func (s *Service) Admit() (*Ticket, error) { return s.adm.admit(false) }
-
 // Run runs r on the ticket's slot (after its wait in the queue), ending
 // it early when ctx or the service's context ends (with their cause in
-// the verdict), and calls answer with the result before the jail's
-// teardown, which follows off the caller's clock. client names the
-// caller in the server's log.
+// the verdict), and calls answer with the result. The slot is given back
+// first: it is the run's, not its answer's, so a caller that does not
+// read its answer holds up no other run, and one that sends its next run
+// as soon as it has an answer finds the slot free. The jail's teardown
+// goes on beside answer, off the caller's clock. client names the caller
+// in the server's log.
 func (s *Service) Run(ctx context.Context, tk *Ticket, r *batch.Run, client string, answer func(*policy.Result)) {
 	s.active.Add(1)
 	defer s.active.Done()
@@ -112,8 +127,7 @@ func (s *Service) bound(ctx context.Context) (_ context.Context, done func()) {
 // run waits for the ticket's slot, then runs r; started, if set, hears
 // when the program's run begins.
 func (s *Service) run(ctx context.Context, tk *Ticket, r *batch.Run, client string, started func(), answer func(*policy.Result)) {
-	defer tk.release()
-	if err := tk.wait(ctx); err != nil {
+	if err := tk.wait(ctx); err != nil { // wait gave the place back
 		res := &policy.Result{Result: result.NotRun(result.StatusSandboxError,
 			"not started: "+err.Error(), r.Spec.SeccompMode)}
 		s.runner.Session(client).Verdict(res.Result)
@@ -124,7 +138,6 @@ func (s *Service) run(ctx context.Context, tk *Ticket, r *batch.Run, client stri
 		started()
 	}
 	session := s.runner.Session(client)
-	defer session.End()
 	var collected sync.WaitGroup
 	if c := r.Spec.Cgroup; c != nil {
 		collected.Go(func() { session.CollectStaleGroups(c.Parent) })
@@ -132,7 +145,20 @@ func (s *Service) run(ctx context.Context, tk *Ticket, r *batch.Run, client stri
 	res := r.Execute(ctx, session.Run)
 	collected.Wait()
 	session.Verdict(res.Result)
+	tk.release() // the run has ended: its slot is the next run's
+	s.tearDown(session)
 	answer(res)
+}
+
+// tearDown ends a session in the background (the jail's teardown, jails
+// started for the next runs), beside the answer; Service.Wait waits for
+// it.
+func (s *Service) tearDown(session *server.Session) {
+	s.active.Add(1)
+	go func() {
+		defer s.active.Done()
+		session.End()
+	}()
 }
 
 // Start runs r in the background and returns its id at once; Status
@@ -250,6 +276,7 @@ func (s *Service) leaveBatch() {
 // Stats are the service's counts now.
 type Stats struct {
 	Running, Queued, Batches, Kept int
+	KeptBytes                      int64 // the kept results' size (resultSize)
 	server.Stats
 }
 
@@ -259,5 +286,6 @@ func (s *Service) Stats() Stats {
 	s.mu.Lock()
 	batches := s.batches
 	s.mu.Unlock()
-	return Stats{Running: running, Queued: queued, Batches: batches, Kept: s.runs.count(), Stats: s.runner.Stats()}
+	kept, keptBytes := s.runs.count()
+	return Stats{Running: running, Queued: queued, Batches: batches, Kept: kept, KeptBytes: keptBytes, Stats: s.runner.Stats()}
 }
