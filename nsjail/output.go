@@ -1,7 +1,6 @@
 package nsjail
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"strings"
@@ -16,7 +15,7 @@ type capture struct {
 	limit    int64
 	tee      io.Writer // streams the output on, if set
 	keep     bool      // keep a copy for the Result
-	buf      bytes.Buffer
+	buf      []byte    // what is kept, at most limit bytes
 	total    int64
 	exceeded chan struct{} // closed when the program wrote past the limit
 	done     chan struct{} // closed at EOF
@@ -52,7 +51,7 @@ func (c *capture) take(b []byte) {
 			b = b[:room]
 		}
 		if c.keep {
-			c.buf.Write(b)
+			c.keepBytes(b)
 		}
 		if c.tee != nil {
 			c.tee.Write(b)
@@ -63,24 +62,67 @@ func (c *capture) take(b []byte) {
 	}
 }
 
+// keepBytes appends b (within the limit) to what is kept. The buffer
+// grows by doubling but never past the limit: a server holds one per
+// stream of every run in flight, and its memory bound counts them.
+func (c *capture) keepBytes(b []byte) {
+	if need := len(c.buf) + len(b); need > cap(c.buf) {
+		grown := make([]byte, len(c.buf), min(int(c.limit), max(2*cap(c.buf), need, 4<<10)))
+		copy(grown, c.buf)
+		c.buf = grown
+	}
+	c.buf = append(c.buf, b...)
+}
+
 // fill copies the captured text into a Result, invalid UTF-8 replaced,
 // and still within the limit: a replacement (3 bytes) can outgrow the
 // byte it replaces, and whoever holds results (batch) counts on the cap.
-// Text cut for that is marked truncated too.
+// Text cut for that is marked truncated too. The kept bytes are let go:
+// the text is the only copy from here on.
 func (c *capture) fill(text *string, truncated *bool) {
-	*text = strings.ToValidUTF8(c.buf.String(), "\uFFFD")
-	*truncated = c.total > c.limit
-	if int64(len(*text)) > c.limit {
-		*text = cutAtRune(*text, int(c.limit))
-		*truncated = true
-	}
+	var cut bool
+	*text, cut = validText(c.buf, int(c.limit))
+	*truncated = c.total > c.limit || cut
+	c.buf = nil
 }
 
-// cutAtRune is s cut to at most n bytes, at a character boundary, in a
-// string of its own (not holding on to all of s).
-func cutAtRune(s string, n int) string {
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
+// validText is b as strings.ToValidUTF8(b, "\uFFFD") has it (each run of
+// invalid bytes one replacement character), cut at a character boundary
+// to at most limit bytes (cut says whether it was), built in one
+// allocation: text that is mostly replacements would otherwise take
+// several copies of up to three times its size.
+func validText(b []byte, limit int) (text string, cut bool) {
+	if utf8.Valid(b) {
+		if len(b) <= limit {
+			return string(b), false
+		}
+		n := limit
+		for n > 0 && !utf8.RuneStart(b[n]) {
+			n--
+		}
+		return string(b[:n]), true
 	}
-	return strings.Clone(s[:n])
+	var sb strings.Builder
+	sb.Grow(min(2*len(b), limit)) // a replacement for one byte in two at most doubles it
+	const replacement = "\uFFFD"
+	invalid := false
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		piece := b[:size]
+		if r == utf8.RuneError && size == 1 {
+			b = b[1:]
+			if invalid {
+				continue // the rest of a run of invalid bytes
+			}
+			invalid, piece = true, []byte(replacement)
+		} else {
+			invalid = false
+			b = b[size:]
+		}
+		if sb.Len()+len(piece) > limit {
+			return sb.String(), true
+		}
+		sb.Write(piece)
+	}
+	return sb.String(), false
 }

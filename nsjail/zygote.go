@@ -387,7 +387,7 @@ func (t *Template) receive(v any, timeout time.Duration) error {
 			return e
 		}
 		<-t.log.done
-		return fmt.Errorf("the template ended before it was ready (%v): %s", err, result.LastLine(t.log.buf.String()))
+		return fmt.Errorf("the template ended before it was ready (%v): %s", err, result.LastLine(string(t.log.buf)))
 	}
 	return json.Unmarshal(buf[:n], v)
 }
