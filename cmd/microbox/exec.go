@@ -307,7 +307,7 @@ var flagNames = map[string]string{
 	"Code": "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",
-	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "MaxRisk": "--max-risk",
+	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "RedactBudget": "--redact-budget", "MaxRisk": "--max-risk",
 	"AuditLog": "--audit-log", "AuditInclude": "--audit-include",
 	// the options as a whole, in doctor's fix for a run they cannot build
 	"Options": "the flags",

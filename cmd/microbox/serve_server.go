@@ -33,6 +33,7 @@ type apiFlags struct {
 	concurrency int
 	queue       int
 	keep        string
+	budget      budgetFlag
 }
 
 // register adds the flags to c.
@@ -42,6 +43,7 @@ func (f *apiFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.concurrency, "http-concurrency", runtime.NumCPU(), "network runs at once")
 	fl.IntVar(&f.queue, "http-queue", 4*runtime.NumCPU(), "network runs that may wait for a slot; past it, 429 (busy)")
 	fl.StringVar(&f.keep, "http-keep", "10m", "how long the result of a run started with ?wait=false is kept")
+	f.budget.register(fl)
 }
 
 // config is the service's: the flags as every network run's base. Its
@@ -65,7 +67,7 @@ func (f *apiFlags) config(c *cobra.Command) (service.Config, error) {
 	if err != nil {
 		return service.Config{}, flagError(err)
 	}
-	layers := policy.Options{PID: os.Getpid(), CacheDir: processInvocation().cacheDir()}
+	layers := policy.Options{PID: os.Getpid(), CacheDir: processInvocation().cacheDir(), RedactBudget: time.Duration(f.budget)}
 	return service.Config{Base: base, Layers: layers, Concurrency: f.concurrency, Queue: f.queue,
 		Keep: keep, MaxKept: 10000}, nil
 }

@@ -207,7 +207,7 @@ func (ly *Layers) redactResult(res *Result) error {
 	if err == nil {
 		return nil
 	}
-	msg := field.Message(err, ly.base.FieldNames) + "; stdout and stderr are withheld"
+	msg := field.Message(err, ly.base.FieldNames) + "; output not yet masked is withheld"
 	res.RedactionStopped = true
 	if res.Error == nil {
 		res.Error = &msg

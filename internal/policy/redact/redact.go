@@ -235,8 +235,13 @@ type span struct{ start, end, pattern int }
 
 // redact returns text with every secret replaced by its token, and how
 // many of each pattern's secrets it masked (indexed like r.patterns),
-// charging the time it takes to m; its error is m's when m stops it.
+// charging the time it takes to m; its error is m's when m stopped it, or
+// had stopped before it began. Work that was done is not undone: a search
+// that ends past the budget stops the next one.
 func (r *Redactor) redact(text string, m *Meter) (string, []int, error) {
+	if err := m.Err(); err != nil {
+		return "", nil, err
+	}
 	counts := make([]int, len(r.patterns))
 	c := m.clock()
 	var taken []span // sorted by start, never overlapping
@@ -246,9 +251,6 @@ func (r *Redactor) redact(text string, m *Meter) (string, []int, error) {
 			return "", nil, err
 		}
 		taken = mergeSpans(taken, found)
-	}
-	if err := c.tick(); err != nil {
-		return "", nil, err
 	}
 	if len(taken) == 0 {
 		return text, counts, nil

@@ -121,9 +121,9 @@ func (rw *Writer) Flush() {
 // masked, charging the time it takes to m. streams are the Writers the
 // output went through if it streamed (nil ones are skipped): they are
 // flushed, and what they masked is what counts, since the captured copy
-// is the same output again. If m stops it, the captured streams are
-// replaced with Withheld (empty ones stay empty), nothing is listed, and
-// the error is m's.
+// is the same output again. If m stopped any of it, the captured streams
+// are replaced with Withheld (empty ones stay empty), nothing is listed,
+// and the error is m's.
 func (r *Redactor) Result(res *result.Result, m *Meter, streams ...*Writer) ([]Redaction, error) {
 	counts := make([]int, len(r.patterns))
 	stdout, c, err := r.redact(res.Stdout, m)
@@ -139,12 +139,15 @@ func (r *Redactor) Result(res *result.Result, m *Meter, streams ...*Writer) ([]R
 			continue
 		}
 		w.Flush()
+		if w.stopped && err == nil {
+			err = m.Err()
+		}
 		if streamed == nil {
 			streamed = make([]int, len(r.patterns))
 		}
 		addCounts(streamed, w.counts)
 	}
-	if err = m.Err(); err != nil { // also when a stream stopped
+	if err != nil {
 		withhold(&res.Stdout)
 		withhold(&res.Stderr)
 		return nil, err
