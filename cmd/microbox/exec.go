@@ -319,7 +319,7 @@ var flagNames = map[string]string{
 	"Compare": "--compare", "ChallengeTests": "--challenge-tests", "FloatTolerance": "--float-tolerance", "TotalTimeout": "--total-timeout",
 	// serve
 	"Socket": "--socket", "Warm": "--warm", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",
-	"HTTPKeep": "--http-keep", "HTTPMaxBody": "--http-max-body",
+	"HTTPKeep": "--http-keep", "HTTPMaxBody": "--http-max-body", "MaxMessage": "--max-message",
 }
 
 func flagName(field string) string { return flagNames[field] }

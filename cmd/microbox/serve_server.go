@@ -150,6 +150,7 @@ func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile,
 func mcpCommand(*invocation) *cobra.Command {
 	f := &apiFlags{}
 	var warm int
+	var maxMessage string
 	c := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the run_python tool to an agent over MCP on stdio",
@@ -160,20 +161,25 @@ are the runs' defaults. It ends when the client closes stdin, or on SIGTERM
 or SIGINT, which end the runs under way.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return serveMCP(c, f, warm)
+			return serveMCP(c, f, warm, maxMessage)
 		},
 	}
 	c.Flags().IntVar(&warm, "warm", 1, "jails to keep started ahead of their runs")
+	c.Flags().StringVar(&maxMessage, "max-message", "32M", "longest input line (one JSON-RPC message) kept; a longer one is answered with an error and skipped")
 	f.register(c)
 	return c
 }
 
 // serveMCP serves the MCP tool on stdio until the client leaves or a
 // signal comes.
-func serveMCP(c *cobra.Command, f *apiFlags, warm int) error {
+func serveMCP(c *cobra.Command, f *apiFlags, warm int, maxMessage string) error {
 	cfg, err := f.config(c)
 	if err != nil {
 		return err
+	}
+	maxLine, err := nsjail.ParseSize("MaxMessage", maxMessage)
+	if err != nil {
+		return flagError(err)
 	}
 	runner, err := server.NewRunner(warm)
 	if err != nil {
@@ -186,7 +192,7 @@ func serveMCP(c *cobra.Command, f *apiFlags, warm int) error {
 	if err != nil {
 		return flagError(err)
 	}
-	err = mcptool.ServeStdio(ctx, svc, versionString())
+	err = mcptool.ServeStdio(ctx, svc, versionString(), int(maxLine))
 	svc.Wait()
 	return err
 }
