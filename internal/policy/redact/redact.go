@@ -334,7 +334,8 @@ func (p *pattern) find(text string, i int, c *clock) ([]span, error) {
 		}
 		pos = end + 1
 	}
-	return spans, flush()
+	err := flush() // before spans is read: it appends to it
+	return spans, err
 }
 
 // Words with candidates at most regionGap bytes apart are matched in one
