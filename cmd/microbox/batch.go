@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +32,7 @@ type batchFlags struct {
 	maxHeld  string
 	skip     int
 	resume   bool
+	budget   budgetFlag
 }
 
 // poolFlags are the options batch and eval share.
@@ -102,6 +104,7 @@ left behind.`,
 	fl.StringVar(&f.order, "order", orderInput, "result order: input (the tasks' order) or completed (as runs finish)")
 	fl.IntVar(&f.inFlight, "max-pending", 1024, "with --order input, how many tasks may be started or held ahead of the oldest unfinished one (bounds memory)")
 	fl.StringVar(&f.maxHeld, "max-held", "256M", "with --order input, how many bytes of results may be held ahead of the oldest unfinished task (bounds memory)")
+	f.budget.register(fl)
 	fl.IntVar(&f.skip, "skip", 0, "pass over the input's first N lines (to go on after a stopped batch's last result, whose \"line\" is N); results keep the input's line numbers")
 	fl.BoolVar(&f.resume, "resume", false, "go on with the results file of -o: run only the tasks it has no result for (matched by input line and id), appending")
 	return c
@@ -210,7 +213,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	in, total, out, done := files.in, files.total, files.out, files.done
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
-	p, err := f.pool.newPool(base, nil)
+	p, err := f.pool.newPool(base, &policy.Options{RedactBudget: time.Duration(f.budget)})
 	if err != nil {
 		return err
 	}

@@ -363,7 +363,7 @@ var flagNames = map[string]string{
 	"Code": "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",
-	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "MaxRisk": "--max-risk",
+	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "RedactBudget": "--redact-budget", "MaxRisk": "--max-risk",
 	"AuditLog": "--audit-log", "AuditInclude": "--audit-include",
 	// the options as a whole, in doctor's fix for a run they cannot build
 	"Options": "the flags",
@@ -377,7 +377,7 @@ var flagNames = map[string]string{
 	// serve
 	"Socket": "--socket", "Warm": "--warm", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",
 	"HTTPKeep": "--http-keep", "HTTPMaxBody": "--http-max-body",
-	"HTTPKeepBytes": "--http-keep-bytes", "HTTPBodyBudget": "--http-body-budget",
+	"HTTPKeepBytes": "--http-keep-bytes", "HTTPBodyBudget": "--http-body-budget", "MaxMessage": "--max-message",
 }
 
 func flagName(field string) string { return flagNames[field] }

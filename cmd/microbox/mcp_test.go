@@ -5,8 +5,11 @@ package main
 // once through the official TypeScript SDK's client (scripts/mcpclient).
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,4 +111,128 @@ func TestMCPNodeClient(t *testing.T) {
 		t.Fatalf("node client: exit %d\n%s\n%s", code, out, errOut)
 	}
 	t.Logf("%s", out)
+}
+
+// mcpPipe is a `microbox mcp` process spoken to a line at a time.
+type mcpPipe struct {
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	answers chan map[string]any
+}
+
+func startMCP(t *testing.T, args ...string) *mcpPipe {
+	t.Helper()
+	cmd := exec.Command(microbox, append([]string{"mcp"}, args...)...)
+	cmd.Env = append(os.Environ(), "MICROBOX_ROOTFS=")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &mcpPipe{cmd: cmd, in: in, answers: make(chan map[string]any, 16)}
+	go func() {
+		defer close(p.answers)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				m = map[string]any{"not JSON": sc.Text()}
+			}
+			p.answers <- m
+		}
+	}()
+	t.Cleanup(func() {
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("microbox mcp: %v", err)
+		}
+	})
+	return p
+}
+
+// send writes lines to the server's stdin.
+func (p *mcpPipe) send(t *testing.T, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(p.in, l+"\n"); err != nil {
+			t.Fatalf("write: %v (has the server exited?)", err)
+		}
+	}
+}
+
+// answer is the next line the server writes.
+func (p *mcpPipe) answer(t *testing.T) map[string]any {
+	t.Helper()
+	select {
+	case m, ok := <-p.answers:
+		if !ok {
+			t.Fatal("the server closed its stdout: it has exited")
+		}
+		return m
+	case <-time.After(time.Minute):
+		t.Fatal("no answer in a minute")
+	}
+	return nil
+}
+
+// wantRPCError checks an answer is JSON-RPC's error code for id.
+func wantRPCError(t *testing.T, m map[string]any, code float64, id any, want string) {
+	t.Helper()
+	e, _ := m["error"].(map[string]any)
+	if m["jsonrpc"] != "2.0" || e == nil || e["code"] != code || m["id"] != id || !strings.Contains(fmt.Sprint(e["message"]), want) {
+		t.Errorf("answer %v, want error %v for id %v saying %q", m, code, id, want)
+	}
+	if _, ok := m["id"]; !ok {
+		t.Errorf("answer %v has no id (null is due)", m)
+	}
+}
+
+// A line that is not a JSON-RPC message is answered with JSON-RPC's error
+// (-32700 when it is not JSON, -32600 when it is JSON but no message, a
+// batch, or longer than --max-message), and the server goes on: a tool
+// call after them is answered. The long line is not held (the server's
+// peak memory stays below its size).
+func TestMCPStdioMalformedLines(t *testing.T) {
+	p := startMCP(t, "--max-message", "1M")
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if m := p.answer(t); m["id"] != 1.0 || m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", "this is not json {")
+	wantRPCError(t, p.answer(t), -32700, nil, "not JSON")
+	p.send(t, `{"hello": "world"}`)
+	wantRPCError(t, p.answer(t), -32600, nil, "not a JSON-RPC 2.0 message")
+	p.send(t, `{"id": "q7", "method": 12}`)
+	wantRPCError(t, p.answer(t), -32600, "q7", "not a JSON-RPC 2.0 message")
+	p.send(t, `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+	wantRPCError(t, p.answer(t), -32600, nil, "batches")
+	long := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"#` +
+		strings.Repeat("x", 64<<20) + `"}}}`
+	p.send(t, long)
+	wantRPCError(t, p.answer(t), -32600, nil, fmt.Sprintf("a line of %d bytes is longer than this server's limit of 1MiB", len(long)+1))
+	p.send(t, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(6*7)"}}}`)
+	m := p.answer(t)
+	res, _ := m["result"].(map[string]any)
+	out, _ := res["structuredContent"].(map[string]any)
+	if m["id"] != 4.0 || out["status"] != "ok" || out["stdout"] != "42\n" {
+		t.Fatalf("tools/call after the bad lines: %v", m)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	var peakKB int
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			fmt.Sscan(v, &peakKB)
+		}
+	}
+	if peakKB == 0 || peakKB<<10 >= len(long) {
+		t.Errorf("peak memory %d KiB: the %d-byte line was held", peakKB, len(long))
+	}
 }

@@ -34,6 +34,7 @@ type apiFlags struct {
 	concurrency int
 	queue       int
 	keep        string
+	budget      budgetFlag
 	memoryFlags
 }
 
@@ -54,6 +55,7 @@ func (f *apiFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.queue, "http-queue", 4*runtime.NumCPU(), "network runs that may wait for a slot; past it, 429 (busy)")
 	fl.StringVar(&f.keep, "http-keep", "10m", "how long the result of a run started with ?wait=false is kept")
 	f.memoryFlags.register(c)
+	f.budget.register(fl)
 }
 
 // config is the service's: the flags as every network run's base. Its
@@ -81,7 +83,7 @@ func (f *apiFlags) config(c *cobra.Command) (service.Config, error) {
 	if err != nil {
 		return service.Config{}, flagError(err)
 	}
-	layers := policy.Options{PID: os.Getpid(), CacheDir: processInvocation().cacheDir()}
+	layers := policy.Options{PID: os.Getpid(), CacheDir: processInvocation().cacheDir(), RedactBudget: time.Duration(f.budget)}
 	return service.Config{Base: base, Layers: layers, Concurrency: f.concurrency, Queue: f.queue,
 		Keep: keep, MaxKept: 10000, KeptBytes: keptBytes}, nil
 }
@@ -214,6 +216,7 @@ func healthChecker(base nsjail.Options, runner *server.Runner, every time.Durati
 func mcpCommand(*invocation) *cobra.Command {
 	f := &apiFlags{}
 	var warm int
+	var maxMessage string
 	c := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the run_python tool to an agent over MCP on stdio",
@@ -224,20 +227,25 @@ are the runs' defaults. It ends when the client closes stdin, or on SIGTERM
 or SIGINT, which end the runs under way.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return serveMCP(c, f, warm)
+			return serveMCP(c, f, warm, maxMessage)
 		},
 	}
 	c.Flags().IntVar(&warm, "warm", 1, "jails to keep started ahead of their runs")
+	c.Flags().StringVar(&maxMessage, "max-message", "32M", "longest input line (one JSON-RPC message) kept; a longer one is answered with an error and skipped")
 	f.register(c)
 	return c
 }
 
 // serveMCP serves the MCP tool on stdio until the client leaves or a
 // signal comes.
-func serveMCP(c *cobra.Command, f *apiFlags, warm int) error {
+func serveMCP(c *cobra.Command, f *apiFlags, warm int, maxMessage string) error {
 	cfg, err := f.config(c)
 	if err != nil {
 		return err
+	}
+	maxLine, err := nsjail.ParseSize("MaxMessage", maxMessage)
+	if err != nil {
+		return flagError(err)
 	}
 	runner, err := server.NewRunner(warm)
 	if err != nil {
@@ -250,7 +258,7 @@ func serveMCP(c *cobra.Command, f *apiFlags, warm int) error {
 	if err != nil {
 		return flagError(err)
 	}
-	err = mcptool.ServeStdio(ctx, svc, versionString())
+	err = mcptool.ServeStdio(ctx, svc, versionString(), int(maxLine))
 	svc.Wait()
 	return err
 }

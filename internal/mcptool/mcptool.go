@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,9 +71,12 @@ func HTTPHandler(svc *service.Service, version string, maxBody int64) http.Handl
 }
 
 // ServeStdio serves the MCP server on stdin and stdout until the client
-// leaves or ctx ends.
-func ServeStdio(ctx context.Context, svc *service.Service, version string) error {
-	err := NewServer(svc, version).Run(ctx, &mcp.StdioTransport{})
+// leaves or ctx ends. A line that is not a JSON-RPC message, or is longer
+// than maxLine bytes, is answered with JSON-RPC's error and the session
+// goes on (stdio.go).
+func ServeStdio(ctx context.Context, svc *service.Service, version string, maxLine int) error {
+	t := &lineTransport{in: os.Stdin, out: os.Stdout, maxLine: maxLine}
+	err := NewServer(svc, version).Run(ctx, t)
 	if err != nil && (errors.Is(err, context.Canceled) || ctx.Err() != nil) {
 		return nil
 	}

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/internal/policy/redact"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
@@ -97,5 +99,72 @@ func TestErrorsNameFields(t *testing.T) {
 	res, _ := ly.Run(context.Background(), nil, &nsjail.Spec{Argv: []string{"/usr/bin/python3", "missing.py"}})
 	if res.Status != result.StatusSandboxError || *res.Error != "--max-risk: cannot find the program's source" {
 		t.Fatalf("status %s error %q", res.Status, *res.Error)
+	}
+}
+
+// costlyPattern costs tens of microseconds a byte of output that holds a
+// "z" (its compiled program has two thousand instructions).
+const costlyPattern = `slow=[\s\S]{0,1000}z`
+
+var costlyOutput = strings.Repeat("abcdefghijklmnopqrstuvwxy\n", 40<<10) + "z"
+
+// prepareCostly is a run with a costly custom pattern and the budget.
+func prepareCostly(t *testing.T, budget time.Duration) (*Layers, *nsjail.Spec) {
+	t.Helper()
+	o := &Options{RedactPatterns: []string{costlyPattern}, RedactBudget: budget}
+	s := &nsjail.Spec{Argv: []string{"/usr/bin/python3", "-c", "1"}}
+	ly, err := o.Prepare(context.Background(), nsjail.Options{
+		FieldNames: func(f string) string { return map[string]string{"RedactBudget": "--redact-budget"}[f] }}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ly, s
+}
+
+func costlyRun(context.Context, *nsjail.Spec) *result.Result {
+	return &result.Result{Status: result.StatusOK, Stdout: costlyOutput, Stderr: "a@b.io\n"}
+}
+
+// Redaction that runs out of its budget withholds the output, and the
+// result and the error say so, naming the budget as the run's caller
+// spells it; the verdict stands.
+func TestRunRedactBudget(t *testing.T) {
+	const budget = 100 * time.Millisecond
+	ly, s := prepareCostly(t, budget)
+	start := time.Now()
+	res, err := ly.Run(context.Background(), costlyRun, s)
+	if took := time.Since(start); took > 10*budget {
+		t.Errorf("took %v for a budget of %v", took, budget)
+	}
+	if err == nil || !strings.Contains(err.Error(), "--redact-budget 100ms") {
+		t.Errorf("error %v, want one naming --redact-budget 100ms", err)
+	}
+	if !res.RedactionStopped || res.Error == nil || *res.Error != err.Error() || res.Status != result.StatusOK ||
+		res.Stdout != redact.Withheld || res.Stderr != redact.Withheld || res.Redactions != nil {
+		b, _ := json.Marshal(res)
+		t.Fatalf("result %.300s", b)
+	}
+	if _, err := (&Options{Redact: true, RedactBudget: -time.Second}).Prepare(context.Background(), nsjail.Options{}, s); err == nil {
+		t.Error("a negative budget accepted")
+	}
+}
+
+// The caller leaving (ctx ending) stops redaction at once, whatever is
+// left of the budget.
+func TestRunRedactStopsWhenCallerLeaves(t *testing.T) {
+	ly, s := prepareCostly(t, time.Hour)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	gone := errors.New("the caller left")
+	run := func(ctx context.Context, s *nsjail.Spec) *result.Result {
+		time.AfterFunc(50*time.Millisecond, func() { cancel(gone) })
+		return costlyRun(ctx, s)
+	}
+	start := time.Now()
+	res, err := ly.Run(ctx, run, s)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("returned %v after it began, 50 ms before the caller left", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "the caller left") || !res.RedactionStopped || res.Stdout != redact.Withheld {
+		t.Fatalf("error %v, stopped %v, stdout %.40q", err, res.RedactionStopped, res.Stdout)
 	}
 }

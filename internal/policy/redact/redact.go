@@ -1,19 +1,33 @@
 // Package redact is output redaction: secrets in the program's stdout and
-// stderr are replaced with a typed token before they leave microbox. Go's
-// regexp (RE2) matches in time linear in the input, so no output can make
-// this slow beyond its size. Patterns are applied one after another, and where
-// two matches overlap the earlier pattern wins. A built-in pattern whose
-// matches hold no space runs only on the words (runs of non-space bytes)
-// that hold one of its hints, literals every match contains: finding
-// those is a fast substring search, and the regexp then sees a few short
-// words instead of the whole output.
+// stderr are replaced with a typed token before they leave microbox.
+// Patterns are applied one after another, and where two matches overlap
+// the earlier pattern wins. A built-in pattern whose matches hold no space
+// runs only on the words (runs of non-space bytes) that hold one of its
+// hints, literals every match contains: finding those is a fast substring
+// search, and the regexp then sees a few short words instead of the whole
+// output. A custom pattern's hints are found in its syntax
+// (requiredLiterals): output that holds none of them is not searched.
+//
+// Go's regexp (RE2) never backtracks, but what it costs is the input's
+// length times the size of the pattern's compiled program, which counted
+// repetition multiplies (`[\s\S]{0,1000}z` is two thousand instructions,
+// tens of microseconds a byte), and finding every match can read far past
+// each one (`[\s\S]*z|a` reads to the end of the text for every "a"). So
+// redaction is metered (Meter): a pattern reads the text through a reader
+// that charges the time it takes and ends the text once the run's budget
+// is spent or its caller has left, and the output is then withheld, never
+// passed on unmasked.
 package redact
 
 import (
+	"fmt"
+	"io"
 	"path"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/microbox/microbox/field"
 )
@@ -25,13 +39,22 @@ type pattern struct {
 	// secret is the index of the submatch to mask: a pattern may match
 	// some context around the secret (a boundary) without masking it.
 	secret int
-	// hints are literals one of which every match contains; none means
-	// the regexp runs on the whole text.
+	// hints are literals one of which every match contains (a custom
+	// pattern's are requiredLiterals); none means the regexp runs on the
+	// whole text.
 	hints []string
 	// words says the secret never holds a space (\s) and the pattern
 	// finds it the same at the start of a word, so the regexp need only
 	// run on the runs of non-space bytes that hold a hint.
 	words bool
+	// next is re for a search that starts past the text's first rune:
+	// \A(?s:.)(?s:.*?)(re), read from the rune before the search's start,
+	// so that \b, ^ and \A see what precedes it; its group 1 is re's
+	// match, and re's groups follow.
+	next *regexp.Regexp
+	// prefix is a literal every match starts with ("" if none): a search
+	// skips to it with a substring search.
+	prefix string
 }
 
 // token is what a match is replaced with, e.g. [REDACTED_API_KEY].
@@ -67,6 +90,15 @@ var builtinPatterns = []struct {
 		[]string{"/home", "/root", "/Users", `:\Users`}, true},
 }
 
+// builtins are builtinPatterns compiled, once per process.
+var builtins = sync.OnceValue(func() []*pattern {
+	var ps []*pattern
+	for _, b := range builtinPatterns {
+		ps = append(ps, mustPattern(b.kind, b.re, b.hints, b.words))
+	}
+	return ps
+})
+
 // Redactor masks secrets; it is safe for concurrent use.
 type Redactor struct {
 	patterns []*pattern
@@ -84,9 +116,7 @@ func New(custom []string, hostPaths []string) (*Redactor, error) {
 		}
 		r.patterns = append(r.patterns, p)
 	}
-	for _, b := range builtinPatterns {
-		r.patterns = append(r.patterns, mustPattern(b.kind, b.re, b.hints, b.words))
-	}
+	r.patterns = append(r.patterns, builtins()...)
 	if p := hostPathPattern(hostPaths); p != nil {
 		r.patterns = append(r.patterns, p)
 	}
@@ -109,12 +139,42 @@ func customPattern(spec string) (*pattern, error) {
 	if re.MatchString("") {
 		return nil, field.Errorf("RedactPatterns", "{RedactPatterns} %s: the pattern matches the empty string", name)
 	}
-	return &pattern{kind: strings.ToLower(name), re: re, secret: secretGroup(re)}, nil
+	p, err := newPattern(strings.ToLower(name), re, nil, false)
+	if err != nil {
+		return nil, field.Errorf("RedactPatterns", "{RedactPatterns} %s: %v", name, err)
+	}
+	return p, nil
 }
 
 func mustPattern(kind, expr string, hints []string, words bool) *pattern {
-	re := regexp.MustCompile(expr)
-	return &pattern{kind: kind, re: re, secret: secretGroup(re), hints: hints, words: words}
+	p, err := newPattern(kind, regexp.MustCompile(expr), hints, words)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// newPattern is re as a pattern, with the regexp its searches past the
+// text's start use (pattern.next).
+func newPattern(kind string, re *regexp.Regexp, hints []string, words bool) (*pattern, error) {
+	tree, err := syntax.Parse(re.String(), syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	// The tree's String, not re's source: a \Q that the source leaves
+	// open would quote the closing parenthesis.
+	next, err := regexp.Compile(`\A(?s:.)(?s:.*?)(` + tree.String() + `)`)
+	if err != nil {
+		return nil, err
+	}
+	if next.NumSubexp() != re.NumSubexp()+1 {
+		return nil, fmt.Errorf("the pattern's groups cannot be counted (%d, then %d)", re.NumSubexp(), next.NumSubexp())
+	}
+	if hints == nil {
+		hints = requiredLiterals(tree)
+	}
+	prefix, _ := re.LiteralPrefix()
+	return &pattern{kind: kind, re: re, secret: secretGroup(re), hints: hints, words: words, next: next, prefix: prefix}, nil
 }
 
 // secretGroup is the index of the submatch named secret, or 0.
@@ -174,15 +234,26 @@ type Redaction struct {
 type span struct{ start, end, pattern int }
 
 // redact returns text with every secret replaced by its token, and how
-// many of each pattern's secrets it masked (indexed like r.patterns).
-func (r *Redactor) redact(text string) (string, []int) {
+// many of each pattern's secrets it masked (indexed like r.patterns),
+// charging the time it takes to m; its error is m's when m stopped it, or
+// had stopped before it began. Work that was done is not undone: a search
+// that ends past the budget stops the next one.
+func (r *Redactor) redact(text string, m *Meter) (string, []int, error) {
+	if err := m.Err(); err != nil {
+		return "", nil, err
+	}
 	counts := make([]int, len(r.patterns))
+	c := m.clock()
 	var taken []span // sorted by start, never overlapping
 	for i, p := range r.patterns {
-		taken = mergeSpans(taken, p.find(text, i))
+		found, err := p.find(text, i, c)
+		if err != nil {
+			return "", nil, err
+		}
+		taken = mergeSpans(taken, found)
 	}
 	if len(taken) == 0 {
-		return text, counts
+		return text, counts, nil
 	}
 	var b strings.Builder
 	b.Grow(len(text))
@@ -194,32 +265,33 @@ func (r *Redactor) redact(text string) (string, []int) {
 		last = s.end
 	}
 	b.WriteString(text[last:])
-	return b.String(), counts
+	return b.String(), counts, nil
 }
 
 // find returns the spans to mask in text, sorted, labelled with the
 // pattern's index i.
-func (p *pattern) find(text string, i int) []span {
+func (p *pattern) find(text string, i int, c *clock) ([]span, error) {
 	switch {
 	case len(p.hints) == 0:
-		return p.match(text, 0, i, nil)
+		return p.scan(text, 0, i, c, nil)
 	case !p.words:
 		for _, h := range p.hints {
 			if strings.Contains(text, h) {
-				return p.match(text, 0, i, nil)
+				return p.scan(text, 0, i, c, nil)
 			}
 		}
-		return nil
+		return nil, nil
 	}
 	var spans []span
 	// Nearby words are matched together, in regions of up to
 	// regionMax bytes: one regexp call per word would cost more in
 	// calls than in matching when candidates are dense.
 	regionStart, regionEnd := -1, -1
-	flush := func() {
+	flush := func() (err error) {
 		if regionStart >= 0 {
-			spans = p.match(text[regionStart:regionEnd], regionStart, i, spans)
+			spans, err = p.match(text[regionStart:regionEnd], regionStart, i, c, spans)
 		}
+		return err
 	}
 	next := make([]int, len(p.hints)) // next occurrence of each hint; -1: none left
 	for j, h := range p.hints {
@@ -255,13 +327,15 @@ func (p *pattern) find(text string, i int) []span {
 		if regionStart >= 0 && start-regionEnd <= regionGap && end-regionStart <= regionMax {
 			regionEnd = end
 		} else {
-			flush()
+			if err := flush(); err != nil {
+				return nil, err
+			}
 			regionStart, regionEnd = start, end
 		}
 		pos = end + 1
 	}
-	flush()
-	return spans
+	err := flush() // before spans is read: it appends to it
+	return spans, err
 }
 
 // Words with candidates at most regionGap bytes apart are matched in one
@@ -278,14 +352,103 @@ func isRegexpSpace(b byte) bool {
 }
 
 // match appends the spans of the pattern's matches in s, which starts at
-// offset in the whole text.
-func (p *pattern) match(s string, offset, i int, spans []span) []span {
+// offset in the whole text: a region of at most regionMax bytes in one
+// call, a longer one (a single long word) by scan, which the meter can
+// stop.
+func (p *pattern) match(s string, offset, i int, c *clock, spans []span) ([]span, error) {
+	if len(s) > regionMax {
+		return p.scan(s, offset, i, c, spans)
+	}
 	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
-		if a, b := m[2*p.secret], m[2*p.secret+1]; a >= 0 && b > a {
-			spans = append(spans, span{offset + a, offset + b, i})
-		}
+		spans = p.add(spans, m, 0, offset, i)
+	}
+	return spans, c.tick()
+}
+
+// add appends the secret of a match to spans: m are the submatches of a
+// search whose group g is the pattern's match, at offset in the text.
+func (p *pattern) add(spans []span, m []int, g, offset, i int) []span {
+	if a, b := m[2*(g+p.secret)], m[2*(g+p.secret)+1]; a >= 0 && b > a {
+		spans = append(spans, span{offset + a, offset + b, i})
 	}
 	return spans
+}
+
+// scan appends the spans of the pattern's matches in s (taken as a whole
+// text), which starts at offset: the matches FindAllStringSubmatchIndex
+// finds, one search at a time, each reading s through a meteredReader
+// so that the clock's meter can end it.
+func (p *pattern) scan(s string, offset, i int, c *clock, spans []span) ([]span, error) {
+	r := &meteredReader{c: c}
+	for pos := 0; pos < len(s); {
+		if p.prefix != "" {
+			k := strings.Index(s[pos:], p.prefix)
+			if k < 0 {
+				break
+			}
+			pos += k
+		}
+		re, g, from := p.re, 0, pos
+		if pos > 0 {
+			_, w := utf8.DecodeLastRuneInString(s[:pos])
+			re, g, from = p.next, 1, pos-w
+		}
+		r.s, r.i = s[from:], 0
+		m := re.FindReaderSubmatchIndex(r)
+		if r.err != nil {
+			return nil, r.err
+		}
+		if m == nil {
+			break
+		}
+		spans = p.add(spans, m, g, offset+from, i)
+		start, end := from+m[2*g], from+m[2*g+1]
+		if end > start {
+			pos = end
+		} else { // empty: look again past the next rune, as FindAll does
+			_, w := utf8.DecodeRuneInString(s[start:])
+			pos = start + max(w, 1)
+		}
+	}
+	return spans, c.tick()
+}
+
+// tickRunes is how many runes a meteredReader reads between two charges
+// to its meter: few enough that a large program's steps do not run long
+// past the budget, enough that reading the clock costs little.
+const tickRunes = 32
+
+// meteredReader gives a regexp s a rune at a time, as Go's regexp reads a
+// string, and ends s early (an error the regexp takes for the text's end)
+// once its clock's meter stops.
+type meteredReader struct {
+	s   string
+	i   int
+	n   int
+	c   *clock
+	err error
+}
+
+func (r *meteredReader) ReadRune() (rune, int, error) {
+	if r.n++; r.n == tickRunes {
+		r.n = 0
+		if err := r.c.tick(); err != nil {
+			r.err = err
+		}
+	}
+	if r.err != nil {
+		return 0, 0, r.err
+	}
+	if r.i >= len(r.s) {
+		return 0, 0, io.EOF
+	}
+	if b := r.s[r.i]; b < utf8.RuneSelf {
+		r.i++
+		return rune(b), 1, nil
+	}
+	c, w := utf8.DecodeRuneInString(r.s[r.i:])
+	r.i += w
+	return c, w, nil
 }
 
 // mergeSpans adds the spans of found (sorted, not overlapping each

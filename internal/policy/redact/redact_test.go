@@ -19,6 +19,18 @@ func testRedactor(t *testing.T, custom ...string) *Redactor {
 	return r
 }
 
+// unmetered is a meter no test output exhausts.
+func unmetered() *Meter { return NewMeter(time.Hour) }
+
+// redactAll is r.redact under an unmetered meter.
+func redactAll(r *Redactor, text string) (string, []int) {
+	out, counts, err := r.redact(text, unmetered())
+	if err != nil {
+		panic(err)
+	}
+	return out, counts
+}
+
 func TestRedactPatterns(t *testing.T) {
 	r := testRedactor(t)
 	cases := []struct{ in, want string }{
@@ -42,7 +54,7 @@ func TestRedactPatterns(t *testing.T) {
 		{"/tmp/main.py /usr/lib/python3", "/tmp/main.py /usr/lib/python3"},
 	}
 	for _, c := range cases {
-		if got, _ := r.redact(c.in); got != c.want {
+		if got, _ := redactAll(r, c.in); got != c.want {
 			t.Errorf("redact(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
@@ -52,7 +64,7 @@ func TestRedactPatterns(t *testing.T) {
 // connection string are not also counted as an e-mail address.
 func TestRedactOverlapsAndCounts(t *testing.T) {
 	r := testRedactor(t, `password=pw=(?P<secret>\S+)`)
-	out, counts := r.redact("pw=abc postgres://u:p@host.example.com/db a@b.io a@b.io")
+	out, counts := redactAll(r, "pw=abc postgres://u:p@host.example.com/db a@b.io a@b.io")
 	if want := "pw=[REDACTED_PASSWORD] [REDACTED_CONNECTION_STRING] [REDACTED_EMAIL] [REDACTED_EMAIL]"; out != want {
 		t.Fatalf("got %q, want %q", out, want)
 	}
@@ -103,7 +115,7 @@ func TestRedactLinearTime(t *testing.T) {
 
 func timeRedact(r *Redactor, s string) time.Duration {
 	start := time.Now()
-	r.redact(s)
+	redactAll(r, s)
 	return time.Since(start)
 }
 
@@ -113,7 +125,7 @@ func BenchmarkRedact1MiB(b *testing.B) {
 	text := strings.Repeat(line+"plain output line with nothing secret in it at all\n", (1<<20)/(len(line)+51))
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
-		r.redact(text)
+		redactAll(r, text)
 	}
 }
 
@@ -122,7 +134,7 @@ func BenchmarkRedact1MiB(b *testing.B) {
 func TestRedactWriter(t *testing.T) {
 	r := testRedactor(t)
 	var out bytes.Buffer
-	w := r.NewWriter(&out)
+	w := r.NewWriter(&out, unmetered())
 	for _, chunk := range []string{"mail a@b.", "io\nkey: -----BEGIN RSA PRIVATE KEY-----\nMIIE", "abc\n", "def\n-----END RSA PRIVATE KEY-----\n", "tail 10.0.0.1"} {
 		w.Write([]byte(chunk))
 		if strings.Contains(out.String(), "MIIE") {
@@ -154,7 +166,7 @@ func BenchmarkRedact1MiBClean(b *testing.B) {
 	text := strings.Repeat("test_case_17 passed in 0.0031 s: expected [1, 2, 3], got [1, 2, 3]\n", (1<<20)/69)
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
-		r.redact(text)
+		redactAll(r, text)
 	}
 }
 
@@ -163,7 +175,7 @@ func BenchmarkRedact1MiBClean(b *testing.B) {
 func TestRedactWriterTinyWrites(t *testing.T) {
 	r := testRedactor(t)
 	var out bytes.Buffer
-	w := r.NewWriter(&out)
+	w := r.NewWriter(&out, unmetered())
 	start := time.Now()
 	for range 1 << 20 {
 		w.Write([]byte{'x'})
@@ -183,15 +195,15 @@ func TestRedactWriterTinyWrites(t *testing.T) {
 func TestResult(t *testing.T) {
 	r := testRedactor(t)
 	res := &result.Result{Stdout: "a@b.io\n", Stderr: "10.0.0.1\n"}
-	got := r.Result(res)
+	got, _ := r.Result(res, unmetered())
 	if res.Stdout != "[REDACTED_EMAIL]\n" || res.Stderr != "[REDACTED_PRIVATE_IP]\n" || len(got) != 2 {
 		t.Fatalf("stdout %q stderr %q redactions %v", res.Stdout, res.Stderr, got)
 	}
 	var out bytes.Buffer
-	w := r.NewWriter(&out)
+	w := r.NewWriter(&out, unmetered())
 	w.Write([]byte("a@b.io")) // no newline: passed on by Result's flush
 	res = &result.Result{Stdout: "a@b.io"}
-	got = r.Result(res, nil, w)
+	got, _ = r.Result(res, unmetered(), nil, w)
 	if out.String() != "[REDACTED_EMAIL]" || !slices.Equal(got, []Redaction{{Kind: "email", Count: 1}}) {
 		t.Fatalf("streamed %q redactions %v", out.String(), got)
 	}
