@@ -2,6 +2,8 @@ package nsjail
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 
@@ -49,7 +51,25 @@ func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, t
 	if err == nil {
 		err = sv.start(sp, sh)
 	}
-	return sv.finish(ctx, s, err)
+	res, teardown = sv.finish(ctx, s, err)
+	res.Unavailable = outOfDescriptors(err)
+	return res, teardown
+}
+
+// ErrOutOfDescriptors is the cause (Result.Unavailable) of a run that
+// could not start because microbox, or the whole system, had no file
+// descriptor to spare for its jail (EMFILE, ENFILE): its pipes, its
+// cgroup, its uid range's lock. Nothing of the run's caused it, and the
+// same run may start once other runs have ended.
+var ErrOutOfDescriptors = errors.New("out of file descriptors")
+
+// outOfDescriptors is ErrOutOfDescriptors wrapping a start's err when
+// that is why it failed, else nil.
+func outOfDescriptors(err error) error {
+	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+		return fmt.Errorf("%w: %v", ErrOutOfDescriptors, err)
+	}
+	return nil
 }
 
 // Settle calls a run's teardown and records its failure in the result:

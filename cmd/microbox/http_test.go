@@ -64,8 +64,16 @@ var apiListening = regexp.MustCompile(`serving the HTTP API on http://(\S+)`)
 // leave no cgroup behind.
 func startAPI(t *testing.T, args ...string) *apiServer {
 	t.Helper()
+	return startAPIUnder(t, nil, args...)
+}
+
+// startAPIUnder is startAPI with the server started by the command
+// wrapper (prlimit ..., say).
+func startAPIUnder(t *testing.T, wrapper []string, args ...string) *apiServer {
+	t.Helper()
 	socket := filepath.Join(t.TempDir(), "s", "exec.sock")
-	cmd := exec.Command(microbox, append([]string{"serve", "--socket", socket, "--http", "127.0.0.1:0", "--warm", "1"}, args...)...)
+	argv := append(append(wrapper, microbox, "serve", "--socket", socket, "--http", "127.0.0.1:0", "--warm", "1"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "MICROBOX_ROOTFS=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

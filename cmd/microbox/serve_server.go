@@ -75,6 +75,7 @@ func serveCommand(*invocation) *cobra.Command {
 	f := &apiFlags{}
 	var addr, tokenFile, maxBody string
 	var readTimeout time.Duration
+	conns := &connFlags{}
 	c := &cobra.Command{
 		Use:   "serve [--socket PATH] [--http ADDR]",
 		Short: "Run exec for one-shot callers without a Go start per run, and the HTTP API",
@@ -100,7 +101,7 @@ API's runs (exec's clients keep their own).`,
 			if addr == "" {
 				return flagError(server.Serve(o))
 			}
-			return serveHTTP(c, o, f, addr, tokenFile, maxBody, readTimeout)
+			return serveHTTP(c, o, f, conns, addr, tokenFile, maxBody, readTimeout)
 		},
 	}
 	c.Flags().StringVar(&o.Socket, "socket", "", "socket to listen on (default: $"+server.SocketEnv+", else "+server.DefaultSocket+")")
@@ -109,13 +110,51 @@ API's runs (exec's clients keep their own).`,
 	c.Flags().StringVar(&tokenFile, "http-token-file", "", "bearer token every API request but /healthz must carry, read from `FILE` (mode 0600)")
 	c.Flags().StringVar(&maxBody, "http-max-body", "32M", "largest API request body (and batch line)")
 	c.Flags().DurationVar(&readTimeout, "http-read-timeout", 10*time.Second, "longest wait for an API request's headers and body (a slower one gets 408)")
+	conns.register(c)
 	f.register(c)
 	return c
 }
 
+// connFlags bound the API's connections (internal/httpapi's conns.go).
+type connFlags struct {
+	max, maxUnauth int
+	idle           time.Duration
+}
+
+func (f *connFlags) register(c *cobra.Command) {
+	fl := c.Flags()
+	fl.IntVar(&f.max, "http-max-conns", 0, "open API connections at most; more wait until one closes (default: from RLIMIT_NOFILE, see docs/server.md)")
+	fl.IntVar(&f.maxUnauth, "http-max-unauth-conns", 0, "open API connections that have not yet shown the token, at most; past it the oldest is closed (default: a quarter of --http-max-conns)")
+	fl.DurationVar(&f.idle, "http-idle-timeout", 30*time.Second, "close a kept-alive API connection idle this long")
+}
+
+// apply sets cfg's connection limits, sizing the defaults from the
+// descriptors the process may open and the runs it holds at once.
+func (f *connFlags) apply(cfg *httpapi.Config) error {
+	switch {
+	case f.max < 0:
+		return usagef("--http-max-conns %d: give a number of connections, 1 or more (0: the default)", f.max)
+	case f.maxUnauth < 0:
+		return usagef("--http-max-unauth-conns %d: give a number of connections, 1 or more (0: the default)", f.maxUnauth)
+	case f.idle <= 0:
+		return usagef("--http-idle-timeout %s: give a positive duration such as 30s", f.idle)
+	}
+	cfg.IdleTimeout, cfg.MaxConns, cfg.MaxUnauthConns = f.idle, f.max, f.maxUnauth
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = httpapi.DefaultMaxConns(httpapi.SoftNoFile(), cfg.Service.Concurrency)
+	}
+	if cfg.MaxUnauthConns == 0 {
+		cfg.MaxUnauthConns = httpapi.DefaultMaxUnauthConns(cfg.MaxConns)
+	}
+	if cfg.MaxUnauthConns > cfg.MaxConns {
+		return usagef("--http-max-unauth-conns %d is over --http-max-conns %d: connections with the token would find no room", cfg.MaxUnauthConns, cfg.MaxConns)
+	}
+	return nil
+}
+
 // serveHTTP serves the exec socket and the HTTP API side by side, on one
 // runner.
-func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile, maxBody string, readTimeout time.Duration) error {
+func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, conns *connFlags, addr, tokenFile, maxBody string, readTimeout time.Duration) error {
 	if readTimeout <= 0 {
 		return usagef("--http-read-timeout %s: give a positive duration such as 10s", readTimeout)
 	}
@@ -126,6 +165,9 @@ func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile,
 	}
 	if cfg.MaxBody, err = nsjail.ParseSize("HTTPMaxBody", maxBody); err != nil {
 		return flagError(err)
+	}
+	if err := conns.apply(&cfg); err != nil {
+		return err
 	}
 	if tokenFile != "" {
 		if cfg.Token, err = httpapi.ReadToken(tokenFile); err != nil {

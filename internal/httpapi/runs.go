@@ -55,6 +55,7 @@ func (a *API) run(w http.ResponseWriter, r *http.Request, t *batch.Task, wait bo
 		writeError(w, http.StatusTooManyRequests, "busy: %v; try again after Retry-After seconds", err)
 		return
 	}
+	respond = unlessUnavailable(w, respond)
 	client := "http " + r.RemoteAddr
 	if !wait {
 		id := a.svc.Start(tk, run, client)

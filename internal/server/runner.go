@@ -103,13 +103,14 @@ type Session struct {
 }
 
 // Run runs s in a ready jail, or in a fresh one when none fits, and
-// returns its verdict (never nil) as soon as the program has ended.
+// returns its verdict (never nil) as soon as the program has ended. A
+// start that fails for want of descriptors is tried again (pressure.go).
 func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 	run := s.runner.jails.run
 	if spec.Zygote != nil {
 		run = s.runner.zygotes.Run
 	}
-	res, teardown := run(ctx, spec)
+	res, teardown := runStarted(ctx, spec, run)
 	s.teardowns = append(s.teardowns, teardown)
 	return res
 }
