@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -24,7 +25,7 @@ const namespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | u
 func Run(ctx context.Context, s *Spec) *result.Result {
 	sp, err := NewSpawner()
 	if err != nil {
-		return result.SandboxError(err.Error())
+		return unavailable(result.SandboxError(err.Error()), err)
 	}
 	sp.once = true
 	defer sp.Close()
@@ -52,8 +53,38 @@ func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, t
 		err = sv.start(sp, sh)
 	}
 	res, teardown = sv.finish(ctx, s, err)
-	res.Unavailable = outOfDescriptors(err)
-	return res, teardown
+	return unavailable(res, err), teardown
+}
+
+// A run that could not start for want of descriptors is no verdict: the
+// process is short of them while other runs hold theirs, and has more
+// once those end. StartRetried tries such a start again, with a wait
+// doubling from startRetryFirst, for up to StartRetryFor.
+const (
+	startRetryFirst = 10 * time.Millisecond
+	startRetryMax   = 250 * time.Millisecond
+	StartRetryFor   = 3 * time.Second
+)
+
+// StartRetried calls run until its run starts (its result has no
+// Unavailable), StartRetryFor has passed or ctx has ended, doing the
+// teardowns of the tries that failed; it returns the last try's. A run
+// that still could not start keeps its Unavailable: the caller answers
+// "busy" rather than a verdict.
+func StartRetried(ctx context.Context, run func() (*result.Result, func() error)) (*result.Result, func() error) {
+	giveUp := time.Now().Add(StartRetryFor)
+	for wait := startRetryFirst; ; wait = min(2*wait, startRetryMax) {
+		res, teardown := run()
+		if res.Unavailable == nil || time.Now().Add(wait).After(giveUp) {
+			return res, teardown
+		}
+		teardown() // nothing of a run that did not start is kept
+		select {
+		case <-ctx.Done():
+			return res, func() error { return nil }
+		case <-time.After(wait):
+		}
+	}
 }
 
 // ErrOutOfDescriptors is the cause (Result.Unavailable) of a run that
@@ -63,13 +94,15 @@ func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, t
 // same run may start once other runs have ended.
 var ErrOutOfDescriptors = errors.New("out of file descriptors")
 
-// outOfDescriptors is ErrOutOfDescriptors wrapping a start's err when
-// that is why it failed, else nil.
-func outOfDescriptors(err error) error {
+// unavailable marks res, the result of a run whose start failed with
+// err, as Unavailable if the start failed for want of descriptors.
+func unavailable(res *result.Result, err error) *result.Result {
 	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
-		return fmt.Errorf("%w: %v", ErrOutOfDescriptors, err)
+		res.Unavailable = fmt.Errorf("%w: %v", ErrOutOfDescriptors, err)
+		msg := fmt.Sprintf("not started: microbox is %v; run it again when fewer runs are under way, or raise RLIMIT_NOFILE", res.Unavailable)
+		res.Error = &msg
 	}
-	return nil
+	return res
 }
 
 // Settle calls a run's teardown and records its failure in the result:

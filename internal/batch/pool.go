@@ -161,6 +161,7 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 						run = forkOrRun(zygotes, sp)
 					}
 				}
+				run = retried(run)
 			}
 			for it := range todo {
 				p.runItem(ctx, it, run)
@@ -184,6 +185,17 @@ func forkOrRun(zygotes *zygote.Pool, sp *nsjail.Spawner) policy.Runner {
 			return sp.Run(ctx, s)
 		}
 		return nsjail.Settle(zygotes.Run(ctx, s))
+	}
+}
+
+// retried is run, a start that fails for want of descriptors tried again
+// while the other workers' runs end (nsjail.StartRetried).
+func retried(run policy.Runner) policy.Runner {
+	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
+		res, _ := nsjail.StartRetried(ctx, func() (*result.Result, func() error) {
+			return run(ctx, s), func() error { return nil } // run has settled it
+		})
+		return res
 	}
 }
 

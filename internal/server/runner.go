@@ -104,13 +104,15 @@ type Session struct {
 
 // Run runs s in a ready jail, or in a fresh one when none fits, and
 // returns its verdict (never nil) as soon as the program has ended. A
-// start that fails for want of descriptors is tried again (pressure.go).
+// start that fails for want of descriptors is tried again
+// (nsjail.StartRetried); if it never starts, the result says so
+// (Unavailable), and the front end answers "busy" (HTTP 503).
 func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 	run := s.runner.jails.run
 	if spec.Zygote != nil {
 		run = s.runner.zygotes.Run
 	}
-	res, teardown := runStarted(ctx, spec, run)
+	res, teardown := nsjail.StartRetried(ctx, func() (*result.Result, func() error) { return run(ctx, spec) })
 	s.teardowns = append(s.teardowns, teardown)
 	return res
 }
