@@ -97,7 +97,7 @@ var ErrOutOfDescriptors = errors.New("out of file descriptors")
 // unavailable marks res, the result of a run whose start failed with
 // err, as Unavailable if the start failed for want of descriptors.
 func unavailable(res *result.Result, err error) *result.Result {
-	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+	if noDescriptors(err) {
 		res.Unavailable = fmt.Errorf("%w: %v", ErrOutOfDescriptors, err)
 		msg := fmt.Sprintf("not started: microbox is %v; run it again when fewer runs are under way, or raise RLIMIT_NOFILE", res.Unavailable)
 		res.Error = &msg
@@ -122,3 +122,9 @@ func monotonic() int64 {
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// noDescriptors reports whether err is the process's or the system's
+// lack of a file descriptor (EMFILE, ENFILE).
+func noDescriptors(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
+}

@@ -2,6 +2,7 @@ package nsjail
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/result"
@@ -64,7 +65,7 @@ func (sv *supervisor) account(r *result.Result) {
 		}
 		return
 	}
-	u, err := sv.cg.Usage()
+	u, err := sv.usage()
 	if err != nil && sv.setupErr == "" {
 		sv.setupErr = "read cgroup usage: " + err.Error()
 		return
@@ -72,4 +73,19 @@ func (sv *supervisor) account(r *result.Result) {
 	cpu := float64(u.CPU) / 1e6
 	r.CPUTimeMs, r.PeakMemoryBytes = &cpu, &u.PeakMemory
 	sv.oomKilled = u.OOMKills > 0
+}
+
+// usage reads the run's cgroup usage. The run has ended, and its verdict
+// (an OOM kill's, say) is in the cgroup: a process short of descriptors
+// for the read, while other runs hold theirs, tries again for a while
+// rather than lose it.
+func (sv *supervisor) usage() (cgroup.Usage, error) {
+	giveUp := time.Now().Add(StartRetryFor)
+	for wait := startRetryFirst; ; wait = min(2*wait, startRetryMax) {
+		u, err := sv.cg.Usage()
+		if !noDescriptors(err) || time.Now().Add(wait).After(giveUp) {
+			return u, err
+		}
+		time.Sleep(wait)
+	}
 }

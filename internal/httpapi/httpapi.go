@@ -108,7 +108,7 @@ func (a *API) Serve(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 	}
 	a.conns.install(srv)
-	fmt.Fprintf(os.Stderr, "microbox: serving the HTTP API on %s\n", describe(a.listener, a.token))
+	fmt.Fprintf(os.Stderr, "microbox: serving the HTTP API on %s; %s\n", describe(a.listener, a.token), a.connLimits())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(a.listener) }()
 	select {
@@ -129,6 +129,15 @@ func (a *API) Serve(ctx context.Context) error {
 		srv.Close()
 	}
 	return nil
+}
+
+// connLimits describes the caps on connections, for the server's log.
+func (a *API) connLimits() string {
+	unauth := ""
+	if a.token != nil {
+		unauth = fmt.Sprintf(", %d of them without the token", a.cfg.MaxUnauthConns)
+	}
+	return fmt.Sprintf("at most %d connections%s, closed after %v idle", a.cfg.MaxConns, unauth, a.cfg.IdleTimeout)
 }
 
 // routes are the API's endpoints, behind the access checks.
