@@ -58,33 +58,45 @@ func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, t
 
 // A run that could not start for want of descriptors is no verdict: the
 // process is short of them while other runs hold theirs, and has more
-// once those end. StartRetried tries such a start again, with a wait
-// doubling from startRetryFirst, for up to StartRetryFor.
+// once those end. So what needs them is tried again (RetryWhile), with a
+// wait doubling from retryFirst to retryMax, for up to RetryFor.
 const (
-	startRetryFirst = 10 * time.Millisecond
-	startRetryMax   = 250 * time.Millisecond
-	StartRetryFor   = 3 * time.Second
+	retryFirst = 10 * time.Millisecond
+	retryMax   = 250 * time.Millisecond
+	RetryFor   = 3 * time.Second
 )
 
-// StartRetried calls run until its run starts (its result has no
-// Unavailable), StartRetryFor has passed or ctx has ended, doing the
-// teardowns of the tries that failed; it returns the last try's. A run
-// that still could not start keeps its Unavailable: the caller answers
-// "busy" rather than a verdict.
-func StartRetried(ctx context.Context, run func() (*result.Result, func() error)) (*result.Result, func() error) {
-	giveUp := time.Now().Add(StartRetryFor)
-	for wait := startRetryFirst; ; wait = min(2*wait, startRetryMax) {
-		res, teardown := run()
-		if res.Unavailable == nil || time.Now().Add(wait).After(giveUp) {
-			return res, teardown
-		}
-		teardown() // nothing of a run that did not start is kept
+// RetryWhile calls try until it returns false, RetryFor has passed or
+// ctx has ended, waiting between calls.
+func RetryWhile(ctx context.Context, try func() (again bool)) {
+	giveUp := time.Now().Add(RetryFor)
+	for wait := retryFirst; try() && time.Now().Add(wait).Before(giveUp); wait = min(2*wait, retryMax) {
 		select {
 		case <-ctx.Done():
-			return res, func() error { return nil }
+			return
 		case <-time.After(wait):
 		}
 	}
+}
+
+// StartRetried calls run until its run starts (its result has no
+// Unavailable), as RetryWhile does, doing the teardowns of the tries
+// that failed at once; it returns the last try's. A run that still could not
+// start keeps its Unavailable: the caller answers "busy" rather than a
+// verdict.
+func StartRetried(ctx context.Context, run func() (*result.Result, func() error)) (res *result.Result, teardown func() error) {
+	RetryWhile(ctx, func() bool {
+		res, teardown = run()
+		if res.Unavailable == nil {
+			return false
+		}
+		// Nothing of a run that did not start is kept, and what it
+		// holds goes back at once, for the others.
+		teardown()
+		teardown = func() error { return nil }
+		return true
+	})
+	return res, teardown
 }
 
 // ErrOutOfDescriptors is the cause (Result.Unavailable) of a run that
@@ -97,7 +109,7 @@ var ErrOutOfDescriptors = errors.New("out of file descriptors")
 // unavailable marks res, the result of a run whose start failed with
 // err, as Unavailable if the start failed for want of descriptors.
 func unavailable(res *result.Result, err error) *result.Result {
-	if noDescriptors(err) {
+	if NoDescriptors(err) {
 		res.Unavailable = fmt.Errorf("%w: %v", ErrOutOfDescriptors, err)
 		msg := fmt.Sprintf("not started: microbox is %v; run it again when fewer runs are under way, or raise RLIMIT_NOFILE", res.Unavailable)
 		res.Error = &msg
@@ -123,8 +135,8 @@ func monotonic() int64 {
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
-// noDescriptors reports whether err is the process's or the system's
+// NoDescriptors reports whether err is the process's or the system's
 // lack of a file descriptor (EMFILE, ENFILE).
-func noDescriptors(err error) bool {
+func NoDescriptors(err error) bool {
 	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
 }

@@ -1,8 +1,8 @@
 package nsjail
 
 import (
+	"context"
 	"fmt"
-	"time"
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/result"
@@ -79,13 +79,10 @@ func (sv *supervisor) account(r *result.Result) {
 // (an OOM kill's, say) is in the cgroup: a process short of descriptors
 // for the read, while other runs hold theirs, tries again for a while
 // rather than lose it.
-func (sv *supervisor) usage() (cgroup.Usage, error) {
-	giveUp := time.Now().Add(StartRetryFor)
-	for wait := startRetryFirst; ; wait = min(2*wait, startRetryMax) {
-		u, err := sv.cg.Usage()
-		if !noDescriptors(err) || time.Now().Add(wait).After(giveUp) {
-			return u, err
-		}
-		time.Sleep(wait)
-	}
+func (sv *supervisor) usage() (u cgroup.Usage, err error) {
+	RetryWhile(context.Background(), func() bool {
+		u, err = sv.cg.Usage()
+		return NoDescriptors(err)
+	})
+	return u, err
 }

@@ -152,7 +152,7 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 				// it cannot start, each run tries on its own and reports
 				// why.
 				run = nsjail.Run
-				if sp, err := nsjail.NewSpawner(); err == nil {
+				if sp, err := newSpawner(ctx); err == nil {
 					defer sp.Close()
 					run = sp.Run
 					if p.base.Zygote {
@@ -186,6 +186,16 @@ func forkOrRun(zygotes *zygote.Pool, sp *nsjail.Spawner) policy.Runner {
 		}
 		return nsjail.Settle(zygotes.Run(ctx, s))
 	}
+}
+
+// newSpawner starts a worker's spawner, trying again for a while if the
+// process is out of descriptors (the other workers' runs hold them).
+func newSpawner(ctx context.Context) (sp *nsjail.Spawner, err error) {
+	nsjail.RetryWhile(ctx, func() bool {
+		sp, err = nsjail.NewSpawner()
+		return nsjail.NoDescriptors(err)
+	})
+	return sp, err
 }
 
 // retried is run, a start that fails for want of descriptors tried again
