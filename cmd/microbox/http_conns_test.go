@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/result"
@@ -183,16 +186,18 @@ func TestHTTPMaxConns(t *testing.T) {
 }
 
 // Under RLIMIT_NOFILE 64, runs that cannot start for want of descriptors
-// are tried again, then answered 503 with Retry-After: every answer is a
-// run's true verdict or a 503, never a sandbox_error.
+// are tried again, then answered 503 with Retry-After (through the MCP
+// tool, a tool error): every answer is a run's true verdict or "busy",
+// never a sandbox_error.
 func TestHTTPOutOfDescriptors(t *testing.T) {
 	s := startAPIUnder(t, []string{"prlimit", "--nofile=64:64"}, "--http-concurrency", "8", "--http-queue", "200")
-	const runs = 120
-	answers := make(chan string, runs)
+	const runs, calls = 120, 24
+	answers := make(chan string, runs+calls)
 	client := &http.Client{Timeout: 120 * time.Second}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	unavailable := 0
+	mcpCalls(t, s, calls, &wg, answers, &unavailable, &mu)
 	for i := range runs {
 		wg.Go(func() {
 			resp, err := client.Post(s.url+"/v1/runs", "application/json",
@@ -220,8 +225,44 @@ func TestHTTPOutOfDescriptors(t *testing.T) {
 	for a := range answers {
 		t.Error(a)
 	}
-	t.Logf("%d of %d runs answered 503", unavailable, runs)
+	t.Logf("%d of %d runs and MCP calls answered busy", unavailable, runs+calls)
 	if r := s.runTask(t, `{"code": "print(1)"}`); r.Status != result.StatusOK {
 		t.Errorf("a run once the others ended: %s %s", r.Status, deref(r.Error))
 	}
+}
+
+// mcpCalls calls the MCP tool at /mcp calls times at once beside the
+// runs: each call answers its program's verdict, or a tool error saying
+// the server is busy (counted in busy), never a sandbox_error.
+func mcpCalls(t *testing.T, s *apiServer, calls int, wg *sync.WaitGroup, answers chan<- string, busy *int, mu *sync.Mutex) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "microbox-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url + "/mcp"}, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	for i := range calls {
+		wg.Go(func() {
+			res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "run_python",
+				Arguments: map[string]any{"code": fmt.Sprintf("import time; time.sleep(0.2); print(%d)", i)}})
+			if err != nil {
+				answers <- fmt.Sprintf("MCP call %d: %v", i, err)
+				return
+			}
+			out, _ := res.StructuredContent.(map[string]any)
+			switch {
+			case res.IsError && strings.Contains(res.Content[0].(*mcp.TextContent).Text, "busy: the run could not start"):
+				mu.Lock()
+				*busy++
+				mu.Unlock()
+			case res.IsError || out["status"] != "ok" || out["stdout"] != fmt.Sprintf("%d\n", i):
+				answers <- fmt.Sprintf("MCP call %d: %+v", i, res.StructuredContent)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		session.Close()
+		cancel()
+	})
 }

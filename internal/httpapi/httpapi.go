@@ -272,7 +272,7 @@ func unlessUnavailable(w http.ResponseWriter, respond func(*policy.Result)) func
 			respond(res)
 			return
 		}
-		writeError(w, http.StatusServiceUnavailable, "the run could not start: the server is %v; try again after Retry-After seconds (its operator may raise its RLIMIT_NOFILE or lower --http-max-conns)", res.Unavailable)
+		writeError(w, http.StatusServiceUnavailable, "the run could not start: the server is %v; try again after Retry-After seconds (its operator may raise its RLIMIT_NOFILE, or lower --http-concurrency)", res.Unavailable)
 	}
 }
 
