@@ -120,20 +120,27 @@ func TestHTTPUnauthenticatedConnectionsCapped(t *testing.T) {
 	}
 }
 
-// A refusal (401, 403) closes its connection, and so does the server
+// A refusal (401; 403 for a browser's cross-origin request, or a host
+// name not the loopback's) closes its connection, and so does the server
 // when a kept-alive connection has been idle --http-idle-timeout.
 func TestHTTPConnectionsClosed(t *testing.T) {
 	tokenFile, token := apiToken(t)
-	s := startAPI(t, "--http-token-file", tokenFile, "--http-idle-timeout", "1s")
+	// The refusals' connections must close long before an idle one would.
+	refusing := startAPI(t, "--http-token-file", tokenFile, "--http-idle-timeout", "5m")
+	noToken := startAPI(t, "--http-idle-timeout", "5m") // loopback host names only
+	idling := startAPI(t, "--http-token-file", tokenFile, "--http-idle-timeout", "1s")
 	for _, c := range []struct {
-		name, request string
-		code          int
+		name    string
+		s       *apiServer
+		request string
+		code    int
 	}{
-		{"no token", "GET /v1/runs/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", http.StatusUnauthorized},
-		{"a cross-origin request", "POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nSec-Fetch-Site: cross-site\r\nOrigin: https://evil.example\r\nContent-Length: 2\r\n\r\n{}", http.StatusForbidden},
-		{"idle", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token + "\r\n\r\n", http.StatusOK},
+		{"no token", refusing, "GET /v1/runs/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", http.StatusUnauthorized},
+		{"a cross-origin request", refusing, "POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nSec-Fetch-Site: cross-site\r\nOrigin: https://evil.example\r\nContent-Length: 2\r\n\r\n{}", http.StatusForbidden},
+		{"another host name", noToken, "GET /healthz HTTP/1.1\r\nHost: evil.example\r\n\r\n", http.StatusForbidden},
+		{"idle", idling, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token + "\r\n\r\n", http.StatusOK},
 	} {
-		conn := s.dial(t)
+		conn := c.s.dial(t)
 		defer conn.Close()
 		fmt.Fprint(conn, c.request)
 		br := bufio.NewReader(conn)
