@@ -2,6 +2,9 @@ package nsjail
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -22,7 +25,7 @@ const namespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | u
 func Run(ctx context.Context, s *Spec) *result.Result {
 	sp, err := NewSpawner()
 	if err != nil {
-		return result.SandboxError(err.Error())
+		return unavailable(result.SandboxError(err.Error()), err)
 	}
 	sp.once = true
 	defer sp.Close()
@@ -49,7 +52,69 @@ func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, t
 	if err == nil {
 		err = sv.start(sp, sh)
 	}
-	return sv.finish(ctx, s, err)
+	res, teardown = sv.finish(ctx, s, err)
+	return unavailable(res, err), teardown
+}
+
+// A run that could not start for want of descriptors is no verdict: the
+// process is short of them while other runs hold theirs, and has more
+// once those end. So what needs them is tried again (RetryWhile), with a
+// wait doubling from retryFirst to retryMax, for up to RetryFor.
+const (
+	retryFirst = 10 * time.Millisecond
+	retryMax   = 250 * time.Millisecond
+	RetryFor   = 3 * time.Second
+)
+
+// RetryWhile calls try until it returns false, RetryFor has passed or
+// ctx has ended, waiting between calls.
+func RetryWhile(ctx context.Context, try func() (again bool)) {
+	giveUp := time.Now().Add(RetryFor)
+	for wait := retryFirst; try() && time.Now().Add(wait).Before(giveUp); wait = min(2*wait, retryMax) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// StartRetried calls run until its run starts (its result has no
+// Unavailable), as RetryWhile does, doing the teardowns of the tries
+// that failed at once; it returns the last try's. A run that still could not
+// start keeps its Unavailable: the caller answers "busy" rather than a
+// verdict.
+func StartRetried(ctx context.Context, run func() (*result.Result, func() error)) (res *result.Result, teardown func() error) {
+	RetryWhile(ctx, func() bool {
+		res, teardown = run()
+		if res.Unavailable == nil {
+			return false
+		}
+		// Nothing of a run that did not start is kept, and what it
+		// holds goes back at once, for the others.
+		teardown()
+		teardown = func() error { return nil }
+		return true
+	})
+	return res, teardown
+}
+
+// ErrOutOfDescriptors is the cause (Result.Unavailable) of a run that
+// could not start because microbox, or the whole system, had no file
+// descriptor to spare for its jail (EMFILE, ENFILE): its pipes, its
+// cgroup, its uid range's lock. Nothing of the run's caused it, and the
+// same run may start once other runs have ended.
+var ErrOutOfDescriptors = errors.New("out of file descriptors")
+
+// unavailable marks res, the result of a run whose start failed with
+// err, as Unavailable if the start failed for want of descriptors.
+func unavailable(res *result.Result, err error) *result.Result {
+	if NoDescriptors(err) {
+		res.Unavailable = fmt.Errorf("%w: %v", ErrOutOfDescriptors, err)
+		msg := fmt.Sprintf("not started: microbox is %v; run it again when fewer runs are under way, or raise RLIMIT_NOFILE", res.Unavailable)
+		res.Error = &msg
+	}
+	return res
 }
 
 // Settle calls a run's teardown and records its failure in the result:
@@ -69,3 +134,9 @@ func monotonic() int64 {
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// NoDescriptors reports whether err is the process's or the system's
+// lack of a file descriptor (EMFILE, ENFILE).
+func NoDescriptors(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
+}

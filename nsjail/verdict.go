@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/microbox/microbox/cgroup"
@@ -65,7 +66,7 @@ func (sv *supervisor) account(r *result.Result) {
 		}
 		return
 	}
-	u, err := sv.cg.Usage()
+	u, err := sv.usage()
 	if err != nil && sv.setupErr == "" {
 		sv.setupErr = "read cgroup usage: " + err.Error()
 		return
@@ -80,4 +81,16 @@ func (sv *supervisor) account(r *result.Result) {
 		// the CPU check or the program's end came first.
 		sv.killedFor = result.LimitCPU
 	}
+}
+
+// usage reads the run's cgroup usage. The run has ended, and its verdict
+// (an OOM kill's, say) is in the cgroup: a process short of descriptors
+// for the read, while other runs hold theirs, tries again for a while
+// rather than lose it.
+func (sv *supervisor) usage() (u cgroup.Usage, err error) {
+	RetryWhile(context.Background(), func() bool {
+		u, err = sv.cg.Usage()
+		return NoDescriptors(err)
+	})
+	return u, err
 }

@@ -72,6 +72,14 @@ type Result struct {
 	// started afresh (no template could serve it); absent otherwise, and
 	// when the program never started (sandbox_error).
 	Start string `json:"start,omitempty"`
+
+	// Unavailable, when set, says the program never started for want of
+	// the host's resources (microbox was out of file descriptors), not
+	// for anything of the run's own: a status of sandbox_error that is no
+	// verdict on the run, which may be tried again as it is. A server
+	// retries, then answers "busy" (HTTP 503) rather than this result.
+	// It is never encoded.
+	Unavailable error `json:"-"`
 }
 
 // Phase is one timed step of a run's set-up, in ms since the run began.

@@ -91,9 +91,7 @@ func (f *apiFlags) config(c *cobra.Command) (service.Config, error) {
 func serveCommand(*invocation) *cobra.Command {
 	o := server.Options{Handler: serveExec}
 	f := &apiFlags{}
-	var addr, tokenFile, maxBody string
-	var readTimeout, healthEvery time.Duration
-	var b answerFlags
+	h := &httpFlags{}
 	c := &cobra.Command{
 		Use:   "serve [--socket PATH] [--http ADDR]",
 		Short: "Run exec for one-shot callers without a Go start per run, and the HTTP API",
@@ -116,22 +114,37 @@ with --http-token-file. exec's sandbox flags below are the defaults of the
 API's runs (exec's clients keep their own).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if addr == "" {
+			if h.addr == "" {
 				return flagError(server.Serve(o))
 			}
-			return serveHTTP(c, o, f, addr, tokenFile, maxBody, readTimeout, healthEvery, &b)
+			return serveHTTP(c, o, f, h)
 		},
 	}
 	c.Flags().StringVar(&o.Socket, "socket", "", "socket to listen on (default: $"+server.SocketEnv+", else "+server.DefaultSocket+")")
 	c.Flags().IntVar(&o.Warm, "warm", runtime.NumCPU(), "jails to keep started ahead of their runs (0: start each run's jail when it comes)")
-	c.Flags().StringVar(&addr, "http", "", "also serve the HTTP API on `ADDR`: 127.0.0.1:8080, unix:/PATH, or another address with --http-token-file (default: off)")
-	c.Flags().StringVar(&tokenFile, "http-token-file", "", "bearer token every API request but /healthz must carry, read from `FILE` (mode 0600)")
-	c.Flags().StringVar(&maxBody, "http-max-body", "32M", "largest API request body (and batch line)")
-	c.Flags().DurationVar(&readTimeout, "http-read-timeout", 10*time.Second, "longest wait for an API request's headers and body (a slower one gets 408)")
-	c.Flags().DurationVar(&healthEvery, "http-health-interval", selfcheck.DefaultEvery, "how long /healthz's self-check (a run in a jail) stands before a request makes a new one")
 	f.register(c)
-	b.register(c)
+	h.register(c)
 	return c
+}
+
+// httpFlags are the HTTP API's own: where it listens, who may use it,
+// and what its callers may hold of the server (docs/server.md).
+type httpFlags struct {
+	addr, tokenFile, maxBody string
+	readTimeout, healthEvery time.Duration
+	answers                  answerFlags
+	conns                    connFlags
+}
+
+func (h *httpFlags) register(c *cobra.Command) {
+	fl := c.Flags()
+	fl.StringVar(&h.addr, "http", "", "also serve the HTTP API on `ADDR`: 127.0.0.1:8080, unix:/PATH, or another address with --http-token-file (default: off)")
+	fl.StringVar(&h.tokenFile, "http-token-file", "", "bearer token every API request but /healthz must carry, read from `FILE` (mode 0600)")
+	fl.StringVar(&h.maxBody, "http-max-body", "32M", "largest API request body (and batch line)")
+	fl.DurationVar(&h.readTimeout, "http-read-timeout", 10*time.Second, "longest wait for an API request's headers and body (a slower one gets 408)")
+	fl.DurationVar(&h.healthEvery, "http-health-interval", selfcheck.DefaultEvery, "how long /healthz's self-check (a run in a jail) stands before a request makes a new one")
+	h.answers.register(c)
+	h.conns.register(c)
 }
 
 // answerFlags bound what callers' requests and answers hold of the
@@ -166,28 +179,68 @@ func (b *answerFlags) apply(cfg *httpapi.Config) error {
 	return nil
 }
 
+// connFlags bound the API's connections (internal/httpapi's conns.go).
+type connFlags struct {
+	max, maxUnauth int
+	idle           time.Duration
+}
+
+func (f *connFlags) register(c *cobra.Command) {
+	fl := c.Flags()
+	fl.IntVar(&f.max, "http-max-conns", 0, "open API connections at most; more wait until one closes (default: from RLIMIT_NOFILE, see docs/server.md)")
+	fl.IntVar(&f.maxUnauth, "http-max-unauth-conns", 0, "open API connections that have not yet shown the token, at most; past it the oldest is closed (default: a quarter of --http-max-conns)")
+	fl.DurationVar(&f.idle, "http-idle-timeout", 30*time.Second, "close a kept-alive API connection idle this long")
+}
+
+// apply sets cfg's connection limits, sizing the defaults from the
+// descriptors the process may open and the runs it holds at once.
+func (f *connFlags) apply(cfg *httpapi.Config) error {
+	switch {
+	case f.max < 0:
+		return usagef("--http-max-conns %d: give a number of connections, 1 or more (0: the default)", f.max)
+	case f.maxUnauth < 0:
+		return usagef("--http-max-unauth-conns %d: give a number of connections, 1 or more (0: the default)", f.maxUnauth)
+	case f.idle <= 0:
+		return usagef("--http-idle-timeout %s: give a positive duration such as 30s", f.idle)
+	}
+	cfg.IdleTimeout, cfg.MaxConns, cfg.MaxUnauthConns = f.idle, f.max, f.maxUnauth
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = httpapi.DefaultMaxConns(httpapi.SoftNoFile(), cfg.Service.Concurrency)
+	}
+	if cfg.MaxUnauthConns == 0 {
+		cfg.MaxUnauthConns = httpapi.DefaultMaxUnauthConns(cfg.MaxConns)
+	}
+	if cfg.MaxUnauthConns > cfg.MaxConns {
+		return usagef("--http-max-unauth-conns %d is over --http-max-conns %d: connections with the token would find no room", cfg.MaxUnauthConns, cfg.MaxConns)
+	}
+	return nil
+}
+
 // serveHTTP serves the exec socket and the HTTP API side by side, on one
 // runner.
-func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile, maxBody string, readTimeout, healthEvery time.Duration, b *answerFlags) error {
-	if readTimeout <= 0 {
-		return usagef("--http-read-timeout %s: give a positive duration such as 10s", readTimeout)
+func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, h *httpFlags) error {
+	if h.readTimeout <= 0 {
+		return usagef("--http-read-timeout %s: give a positive duration such as 10s", h.readTimeout)
 	}
-	if healthEvery <= 0 {
-		return usagef("--http-health-interval %s: give a positive duration such as 30s", healthEvery)
+	if h.healthEvery <= 0 {
+		return usagef("--http-health-interval %s: give a positive duration such as 30s", h.healthEvery)
 	}
-	cfg := httpapi.Config{Addr: addr, ReadTimeout: readTimeout, Version: versionString()}
+	cfg := httpapi.Config{Addr: h.addr, ReadTimeout: h.readTimeout, Version: versionString()}
 	var err error
 	if cfg.Service, err = f.config(c); err != nil {
 		return err
 	}
-	if cfg.MaxBody, err = nsjail.ParseSize("HTTPMaxBody", maxBody); err != nil {
+	if cfg.MaxBody, err = nsjail.ParseSize("HTTPMaxBody", h.maxBody); err != nil {
 		return flagError(err)
 	}
-	if err := b.apply(&cfg); err != nil {
+	if err := h.answers.apply(&cfg); err != nil {
 		return err
 	}
-	if tokenFile != "" {
-		if cfg.Token, err = httpapi.ReadToken(tokenFile); err != nil {
+	if err := h.conns.apply(&cfg); err != nil {
+		return err
+	}
+	if h.tokenFile != "" {
+		if cfg.Token, err = httpapi.ReadToken(h.tokenFile); err != nil {
 			return flagError(err)
 		}
 	}
@@ -196,7 +249,7 @@ func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, addr, tokenFile,
 		return flagError(err)
 	}
 	defer runner.Close()
-	cfg.Health = healthChecker(cfg.Service.Base, runner, healthEvery)
+	cfg.Health = healthChecker(cfg.Service.Base, runner, h.healthEvery)
 	defer cfg.Health.Close() // before the runner closes: its run may be under way
 	api, err := httpapi.New(runner, cfg)
 	if err != nil {

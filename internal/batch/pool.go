@@ -152,7 +152,7 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 				// it cannot start, each run tries on its own and reports
 				// why.
 				run = nsjail.Run
-				if sp, err := nsjail.NewSpawner(); err == nil {
+				if sp, err := newSpawner(ctx); err == nil {
 					defer sp.Close()
 					// Templates start only for tasks that ask for a zygote
 					// (the base's options, or the task's own keys).
@@ -160,6 +160,7 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 					defer zygotes.Close()
 					run = forkOrRun(zygotes, sp)
 				}
+				run = retried(run)
 			}
 			for it := range todo {
 				p.runItem(ctx, it, run)
@@ -181,6 +182,27 @@ func forkOrRun(zygotes *zygote.Pool, sp *nsjail.Spawner) policy.Runner {
 	run := zygote.Dispatch(zygotes, sp.RunEarly)
 	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
 		return nsjail.Settle(run(ctx, s))
+	}
+}
+
+// newSpawner starts a worker's spawner, trying again for a while if the
+// process is out of descriptors (the other workers' runs hold them).
+func newSpawner(ctx context.Context) (sp *nsjail.Spawner, err error) {
+	nsjail.RetryWhile(ctx, func() bool {
+		sp, err = nsjail.NewSpawner()
+		return nsjail.NoDescriptors(err)
+	})
+	return sp, err
+}
+
+// retried is run, a start that fails for want of descriptors tried again
+// while the other workers' runs end (nsjail.StartRetried).
+func retried(run policy.Runner) policy.Runner {
+	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
+		res, _ := nsjail.StartRetried(ctx, func() (*result.Result, func() error) {
+			return run(ctx, s), func() error { return nil } // run has settled it
+		})
+		return res
 	}
 }
 

@@ -10,8 +10,9 @@
 // Bad input gets one line of JSON, {"error": "..."}, with a status of its
 // own: 400 (not a valid request), 401 (no or a wrong token), 404 (no such
 // path or run), 405 (method), 408 (the body was too slow), 413 (too
-// large), 429 (busy: Retry-After), 503 (stopping; at /healthz, runs
-// cannot work here: internal/health).
+// large), 429 (busy: Retry-After), 503 (stopping, or out of descriptors
+// for a run: Retry-After; at /healthz, runs cannot work here:
+// internal/health). 401 and 403 close the connection.
 package httpapi
 
 import (
@@ -30,7 +31,10 @@ import (
 	"time"
 
 	"github.com/microbox/microbox/internal/health"
+	"golang.org/x/net/netutil"
+
 	"github.com/microbox/microbox/internal/mcptool"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/internal/server"
 	"github.com/microbox/microbox/internal/service"
 )
@@ -50,6 +54,12 @@ type Config struct {
 	BodyBudget int64
 	// WriteTimeout bounds each write of an answer (writeDeadlines).
 	WriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection idle that long.
+	IdleTimeout time.Duration
+	// MaxConns caps the open connections (past it, new ones wait until
+	// one closes); MaxUnauthConns those that have not yet shown the
+	// token (past it, the oldest is closed). See conns.go.
+	MaxConns, MaxUnauthConns int
 	// Service sizes the runs (service.Config).
 	Service service.Config
 	// Version is microbox's, for /healthz and the MCP server.
@@ -66,6 +76,7 @@ type API struct {
 	svc      *service.Service
 	stop     context.CancelCauseFunc // ends the service's runs
 	token    *tokenCheck
+	conns    *connGuard
 	unix     bool // a Unix socket: no browser can reach it
 	metrics  *metrics
 	handler  http.Handler
@@ -86,7 +97,8 @@ func New(runner *server.Runner, cfg Config) (*API, error) {
 		stop(nil)
 		return nil, err
 	}
-	a := &API{cfg: cfg, listener: l, svc: svc, stop: stop, token: newTokenCheck(cfg.Token),
+	a := &API{cfg: cfg, listener: netutil.LimitListener(l, cfg.MaxConns), svc: svc, stop: stop,
+		token: newTokenCheck(cfg.Token), conns: newConnGuard(cfg.MaxUnauthConns, cfg.Token == ""),
 		unix: strings.HasPrefix(cfg.Addr, UnixPrefix), bodies: newBodyBudget(cfg.BodyBudget, cfg.MaxBody, cfg.ReadTimeout)}
 	a.metrics = newMetrics(svc)
 	runner.Observe(a.metrics)
@@ -101,10 +113,11 @@ func (a *API) Serve(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           a.handler,
 		ReadHeaderTimeout: a.cfg.ReadTimeout,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       a.cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 	}
-	fmt.Fprintf(os.Stderr, "microbox: serving the HTTP API on %s\n", describe(a.listener, a.token))
+	a.conns.install(srv)
+	fmt.Fprintf(os.Stderr, "microbox: serving the HTTP API on %s; %s\n", describe(a.listener, a.token), a.connLimits())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(a.listener) }()
 	select {
@@ -125,6 +138,15 @@ func (a *API) Serve(ctx context.Context) error {
 		srv.Close()
 	}
 	return nil
+}
+
+// connLimits describes the caps on connections, for the server's log.
+func (a *API) connLimits() string {
+	unauth := ""
+	if a.token != nil {
+		unauth = fmt.Sprintf(", %d of them without the token", a.cfg.MaxUnauthConns)
+	}
+	return fmt.Sprintf("at most %d connections%s, closed after %v idle", a.cfg.MaxConns, unauth, a.cfg.IdleTimeout)
 }
 
 // routes are the API's endpoints, behind the access checks.
@@ -154,17 +176,23 @@ func (a *API) routes() http.Handler {
 func (a *API) access(next http.Handler) http.Handler {
 	cross := http.NewCrossOriginProtection()
 	cross.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusForbidden, "a cross-origin request from a browser: call the API from a program, not a web page")
 	}))
 	return cross.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.token == nil && !a.unix && !loopbackHost(r.Host) {
+			w.Header().Set("Connection", "close") // a refused caller keeps no descriptor
 			writeError(w, http.StatusForbidden, "host %q is not this machine's loopback: without a token, the API answers requests for 127.0.0.1, [::1] or localhost only", r.Host)
 			return
 		}
-		if a.token != nil && r.URL.Path != "/healthz" && !a.token.allows(r.Header.Get("Authorization")) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="microbox"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN, the token of the server's --http-token-file")
-			return
+		if a.token != nil && r.URL.Path != "/healthz" {
+			if !a.token.allows(r.Header.Get("Authorization")) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="microbox"`)
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN, the token of the server's --http-token-file")
+				return
+			}
+			a.conns.authenticated(r)
 		}
 		next.ServeHTTP(w, r)
 	}))
@@ -235,6 +263,20 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, map[string]string{"error": fmt.Sprintf(format, args...)})
+}
+
+// unlessUnavailable is respond, but for a run that never started for
+// want of the server's descriptors (result.Result's Unavailable), which
+// is answered 503 with Retry-After: no verdict, the same request may be
+// sent again.
+func unlessUnavailable(w http.ResponseWriter, respond func(*policy.Result)) func(*policy.Result) {
+	return func(res *policy.Result) {
+		if res.Unavailable == nil {
+			respond(res)
+			return
+		}
+		writeError(w, http.StatusServiceUnavailable, "the run could not start: the server is %v; try again after Retry-After seconds (its operator may raise its RLIMIT_NOFILE, or lower --http-concurrency)", res.Unavailable)
+	}
 }
 
 // writeJSONLine writes v as one JSON line to a stream already answered.

@@ -54,6 +54,7 @@ func (a *API) run(w http.ResponseWriter, r *http.Request, t *batch.Task, wait bo
 		return
 	}
 	admitted(r)
+	respond = unlessUnavailable(w, respond)
 	client := "http " + r.RemoteAddr
 	if !wait {
 		id := a.svc.Start(tk, run, client)

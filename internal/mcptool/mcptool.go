@@ -108,6 +108,9 @@ func (t tool) call(ctx context.Context, req *mcp.CallToolRequest, in map[string]
 		res = t.svc.NotRun(err)
 	default:
 		t.svc.Run(ctx, tk, run, "mcp", func(r *policy.Result) { res = r })
+		if res.Unavailable != nil { // no verdict: the same call may succeed
+			return nil, nil, fmt.Errorf("busy: the run could not start, the server is %v; call again shortly", res.Unavailable)
+		}
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Summary(res)}}}, res, nil
 }

@@ -125,12 +125,16 @@ type Session struct {
 }
 
 // Run runs s in a ready jail, or in a fresh one when none fits, or forked
-// from a zygote's template (zygote.Dispatch), and returns its verdict (never nil) as soon as the program has ended.
+// from a zygote's template (zygote.Dispatch), and returns its verdict
+// (never nil) as soon as the program has ended. A start that fails for
+// want of descriptors is tried again (nsjail.StartRetried); if it never
+// starts, the result says so (Unavailable), and the front end answers
+// "busy" (HTTP 503).
 func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 	if names := spec.FieldNames; names != nil {
 		s.runner.names.Store(&names)
 	}
-	res, teardown := s.runner.run(ctx, spec)
+	res, teardown := nsjail.StartRetried(ctx, func() (*result.Result, func() error) { return s.runner.run(ctx, spec) })
 	s.teardowns = append(s.teardowns, teardown)
 	return res
 }

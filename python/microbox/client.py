@@ -599,7 +599,8 @@ def _headers(body: bytes) -> Dict[str, str]:
 
 
 def _answer(status: int, body: bytes, url: str) -> Optional[ExecutionResult]:
-    """The result of an answer; None for 429 (try again). A task the
+    """The result of an answer; None for 429 or 503 (busy, or out of
+    descriptors for the run, which did not start: try again). A task the
     server refuses (400) is a sandbox_error result, as microbox batch gives
     one; any other refusal raises."""
     try:
@@ -608,7 +609,7 @@ def _answer(status: int, body: bytes, url: str) -> Optional[ExecutionResult]:
         raise MicroboxError("server %s answered %d with no JSON: %r" % (url, status, body[:200]))
     if status == 200:
         return ExecutionResult.from_json(obj)
-    if status == 429:
+    if status in (429, 503):
         return None
     if status == 400:
         return ExecutionResult.from_json({"status": "sandbox_error", "error": obj.get("error"), "wall_time_ms": 0.0})
@@ -629,19 +630,22 @@ def _run_direct(url: str, code: str, timeout: Optional[float], maximum_memory_by
     deadline = time.monotonic() + wait
     while True:
         conn = _connection(url, wait)
+        kept = conn.sock is not None
         try:
             conn.request("POST", "/v1/runs", body, _headers(body))
             resp = conn.getresponse()
             data = resp.read()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
+            if kept and isinstance(e, (ConnectionResetError, BrokenPipeError)):
+                continue  # the server closed the idle connection (--http-idle-timeout): a new one
             raise MicroboxError("server %s: %s" % (url, e))
         result = _answer(resp.status, data, url)
         if result is not None:
             return result
         pause = _retry_after(resp.headers)
         if time.monotonic() + pause > deadline:
-            raise MicroboxError("server %s stayed busy (429) for %.0f s" % (url, wait))
+            raise MicroboxError("server %s stayed busy (429, 503) for %.0f s" % (url, wait))
         time.sleep(pause)
 
 
@@ -696,7 +700,7 @@ async def _run_direct_async(url: str, code: str, timeout: Optional[float], maxim
             return result
         pause = _retry_after(headers)
         if time.monotonic() + pause > deadline:
-            raise MicroboxError("server %s stayed busy (429) for %.0f s" % (url, wait))
+            raise MicroboxError("server %s stayed busy (429, 503) for %.0f s" % (url, wait))
         await asyncio.sleep(pause)
 
 

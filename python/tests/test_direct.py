@@ -131,6 +131,22 @@ class BusyServerTest(unittest.TestCase):
         self.assertNotIn("panic", log)
 
 
+class IdleConnectionTest(unittest.TestCase):
+    def test_connection_closed_while_idle(self):
+        """The server closes a kept-alive connection idle for
+        --http-idle-timeout: the next run opens a new one."""
+        server = Server(os.environ["MICROBOX"], tcp=True, args=["--http-idle-timeout", "1s"])
+        try:
+            first = execute_code("print(1)", server=server.url)
+            conn = microbox.client._connections.pool[server.url]
+            conn.sock.settimeout(20)
+            self.assertEqual(conn.sock.recv(1), b"")  # closed by the server
+            second = execute_code("print(2)", server=server.url)
+        finally:
+            server.stop()
+        self.assertEqual((first.stdout, second.stdout), ("1\n", "2\n"))
+
+
 class TokenTest(unittest.TestCase):
     def test_tcp_with_token(self):
         token = "0123456789abcdef0123456789abcdef"
