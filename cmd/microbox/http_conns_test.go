@@ -194,8 +194,8 @@ func TestHTTPMaxConns(t *testing.T) {
 
 // Under RLIMIT_NOFILE 64, runs that cannot start for want of descriptors
 // are tried again, then answered 503 with Retry-After (through the MCP
-// tool, a tool error): every answer is a run's true verdict or "busy",
-// never a sandbox_error.
+// tool, a tool error; a background run's state, not_started): every
+// answer is a run's true verdict or "busy", never a sandbox_error.
 func TestHTTPOutOfDescriptors(t *testing.T) {
 	s := startAPIVia(t, []string{"prlimit", "--nofile=64:64"}, "--http-concurrency", "8", "--http-queue", "200")
 	const runs, calls = 120, 24
@@ -205,6 +205,7 @@ func TestHTTPOutOfDescriptors(t *testing.T) {
 	var mu sync.Mutex
 	unavailable := 0
 	mcpCalls(t, s, calls, &wg, answers, &unavailable, &mu)
+	background(t, s, calls, &wg, answers, &unavailable, &mu)
 	for i := range runs {
 		wg.Go(func() {
 			resp, err := client.Post(s.url+"/v1/runs", "application/json",
@@ -232,9 +233,61 @@ func TestHTTPOutOfDescriptors(t *testing.T) {
 	for a := range answers {
 		t.Error(a)
 	}
-	t.Logf("%d of %d runs and MCP calls answered busy", unavailable, runs+calls)
+	t.Logf("%d of %d runs, MCP calls and background runs answered busy", unavailable, runs+2*calls)
 	if r := s.runTask(t, `{"code": "print(1)"}`); r.Status != result.StatusOK {
 		t.Errorf("a run once the others ended: %s %s", r.Status, deref(r.Error))
+	}
+}
+
+// background starts runs with ?wait=false beside the others and follows
+// each to its end: its result is its program's verdict, or its state says
+// it did not start (counted in busy), never a sandbox_error.
+func background(t *testing.T, s *apiServer, runs int, wg *sync.WaitGroup, answers chan<- string, busy *int, mu *sync.Mutex) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := range runs {
+		wg.Go(func() {
+			resp, err := client.Post(s.url+"/v1/runs?wait=false", "application/json",
+				strings.NewReader(fmt.Sprintf(`{"code": "import time; time.sleep(0.2); print(%d)"}`, i)))
+			if err != nil {
+				answers <- fmt.Sprintf("background run %d: %v", i, err)
+				return
+			}
+			resp.Body.Close()
+			id := resp.Header.Get("Microbox-Run-Id")
+			if resp.StatusCode != http.StatusAccepted || id == "" {
+				answers <- fmt.Sprintf("background run %d: %d", i, resp.StatusCode)
+				return
+			}
+			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+				resp, err := client.Get(s.url + "/v1/runs/" + id)
+				if err != nil {
+					answers <- fmt.Sprintf("background run %d: %v", i, err)
+					return
+				}
+				var st struct {
+					State  string
+					Error  string
+					Result *policy.Result
+				}
+				err = json.NewDecoder(resp.Body).Decode(&st)
+				resp.Body.Close()
+				switch {
+				case err != nil:
+					answers <- fmt.Sprintf("background run %d: %v", i, err)
+				case st.State == "not_started" && st.Result == nil && strings.Contains(st.Error, "out of file descriptors"):
+					mu.Lock()
+					*busy++
+					mu.Unlock()
+				case st.State == "done" && (st.Result == nil || st.Result.Status != result.StatusOK || st.Result.Stdout != fmt.Sprintf("%d\n", i)):
+					answers <- fmt.Sprintf("background run %d: %+v", i, st.Result)
+				case st.State == "done":
+				default:
+					continue
+				}
+				return
+			}
+			answers <- fmt.Sprintf("background run %d: not done in 2 minutes", i)
+		})
 	}
 }
 

@@ -18,6 +18,10 @@ const (
 	StateQueued  State = "queued"  // waiting for a slot
 	StateRunning State = "running" // its program runs
 	StateDone    State = "done"    // its result is kept until it expires
+	// StateNotStarted: the server could not start it (it was out of
+	// descriptors), which is no verdict on the program: Error says why,
+	// and the same run may be sent again.
+	StateNotStarted State = "not_started"
 )
 
 // A Status is a background run as its caller sees it.
@@ -25,6 +29,7 @@ type Status struct {
 	ID     string         `json:"id"`
 	State  State          `json:"state"`
 	Result *policy.Result `json:"result,omitempty"`
+	Error  string         `json:"error,omitempty"` // with StateNotStarted
 }
 
 // entry is one background run.
@@ -36,6 +41,7 @@ type entry struct {
 	mu       sync.Mutex
 	state    State
 	result   *policy.Result
+	err      string // StateNotStarted's reason
 	finished time.Time
 	size     int64 // resultSize(result), once done
 }
@@ -43,7 +49,7 @@ type entry struct {
 func (e *entry) status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Status{ID: e.id, State: e.state, Result: e.result}
+	return Status{ID: e.id, State: e.state, Result: e.result, Error: e.err}
 }
 
 func (e *entry) setState(s State) {
@@ -52,9 +58,15 @@ func (e *entry) setState(s State) {
 	e.mu.Unlock()
 }
 
+// finish records res, or for a run that never started for want of the
+// server's descriptors (res.Unavailable) that it did not start: no
+// verdict, as a run waited for is answered 503 rather than one.
 func (e *entry) finish(res *policy.Result) {
 	e.mu.Lock()
 	e.state, e.result, e.finished, e.size = StateDone, res, time.Now(), resultSize(res)
+	if res.Unavailable != nil {
+		e.state, e.result, e.err = StateNotStarted, nil, "the run could not start: the server is "+res.Unavailable.Error()+"; send it again"
+	}
 	e.mu.Unlock()
 	close(e.done)
 }
