@@ -186,7 +186,7 @@ func (sv *supervisor) awaitReady() error {
 // finish runs s in the started jail, unless starting it failed with
 // startErr. It returns the verdict as soon as it is known, and the
 // teardown that removes everything the run made.
-func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*result.Result, func() error) {
+func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*result.Result, Teardown) {
 	sv.spec = s
 	var res *result.Result
 	err := startErr

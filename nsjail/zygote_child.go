@@ -203,7 +203,7 @@ func (c *ZygoteChild) Alive() bool {
 // Run runs s, whose key is the template's, in the child, which it uses
 // up; like RunEarly it never returns a nil result, and the caller must
 // call teardown.
-func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, func() error) {
+func (c *ZygoteChild) Run(ctx context.Context, s *Spec) (*result.Result, Teardown) {
 	sv := &supervisor{began: monotonic(), trace: s.Trace, pid: c.pid, cg: c.cg, zygote: &zygoteRun{c: c}, owner: c.t.sv.owner}
 	sv.markMoments(s.Before)
 	var err error

@@ -199,8 +199,8 @@ func newSpawner(ctx context.Context) (sp *nsjail.Spawner, err error) {
 // while the other workers' runs end (nsjail.StartRetried).
 func retried(run policy.Runner) policy.Runner {
 	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
-		res, _ := nsjail.StartRetried(ctx, func() (*result.Result, func() error) {
-			return run(ctx, s), func() error { return nil } // run has settled it
+		res, _ := nsjail.StartRetried(ctx, func() (*result.Result, nsjail.Teardown) {
+			return run(ctx, s), nsjail.NoTeardown // run has settled it
 		})
 		return res
 	}

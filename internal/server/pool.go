@@ -43,7 +43,7 @@ func newPool(size int, sp *nsjail.Spawner, log func(format string, args ...any))
 
 // run runs s in a ready jail, or in a fresh one when none fits; the
 // caller must call teardown (see nsjail.RunEarly).
-func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, teardown func() error) {
+func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, teardown nsjail.Teardown) {
 	if p.size > 0 {
 		// An error here is the cold run's to report.
 		if shape, err := nsjail.ShapeOf(s); err == nil {

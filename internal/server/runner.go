@@ -121,7 +121,7 @@ func (r *Runner) Session(client string) *Session {
 type Session struct {
 	runner    *Runner
 	client    string
-	teardowns []func() error
+	teardowns []nsjail.Teardown
 }
 
 // Run runs s in a ready jail, or in a fresh one when none fits, or forked
@@ -134,7 +134,7 @@ func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 	if names := spec.FieldNames; names != nil {
 		s.runner.names.Store(&names)
 	}
-	res, teardown := nsjail.StartRetried(ctx, func() (*result.Result, func() error) { return s.runner.run(ctx, spec) })
+	res, teardown := nsjail.StartRetried(ctx, func() (*result.Result, nsjail.Teardown) { return s.runner.run(ctx, spec) })
 	s.teardowns = append(s.teardowns, teardown)
 	return res
 }

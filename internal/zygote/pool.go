@@ -100,7 +100,7 @@ type template struct {
 
 // A RunFunc runs a spec: like nsjail's RunEarly it never returns a nil
 // result, and the caller must call teardown.
-type RunFunc func(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error)
+type RunFunc func(ctx context.Context, s *nsjail.Spec) (*result.Result, nsjail.Teardown)
 
 // Dispatch is the one rule by which every entry point (exec through a
 // server, batch, eval, HTTP, MCP) runs a spec: one that asks for no
@@ -109,7 +109,7 @@ type RunFunc func(ctx context.Context, s *nsjail.Spec) (*result.Result, func() e
 // it from its key's template, starts it cold (the fallback), or refuses
 // it saying why (Pool.Run).
 func Dispatch(p *Pool, cold RunFunc) RunFunc {
-	return func(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+	return func(ctx context.Context, s *nsjail.Spec) (*result.Result, nsjail.Teardown) {
 		if s.Zygote == nil {
 			return cold(ctx, s)
 		}
@@ -120,7 +120,7 @@ func Dispatch(p *Pool, cold RunFunc) RunFunc {
 // Run runs s, which must ask for a zygote, in a child of its key's
 // template, or cold when none can take it. Like nsjail's RunEarly it
 // never returns a nil result, and the caller must call teardown.
-func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, nsjail.Teardown) {
 	if s.Zygote != nil && s.Zygote.Cold != "" { // a fork cannot take it (Spec.CheckZygote)
 		return p.cold(ctx, s)
 	}
@@ -157,7 +157,7 @@ func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() 
 }
 
 // cold runs s afresh; its result says so (start: cold).
-func (p *Pool) cold(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+func (p *Pool) cold(ctx context.Context, s *nsjail.Spec) (*result.Result, nsjail.Teardown) {
 	p.mu.Lock()
 	p.stats.Cold++
 	p.mu.Unlock()
@@ -165,8 +165,8 @@ func (p *Pool) cold(ctx context.Context, s *nsjail.Spec) (*result.Result, func()
 }
 
 // failed is the result of a run no template could take, err saying why.
-func failed(s *nsjail.Spec, err error) (*result.Result, func() error) {
-	return result.SandboxError(field.Message(err, s.FieldNames)), func() error { return nil }
+func failed(s *nsjail.Spec, err error) (*result.Result, nsjail.Teardown) {
+	return result.SandboxError(field.Message(err, s.FieldNames)), nsjail.NoTeardown
 }
 
 // preloadFailed reports whether err is a preload's failure, rather than
