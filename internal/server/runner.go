@@ -145,7 +145,7 @@ func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 // a jail a caller's run would use nor change the shape of those started
 // ahead. Its verdict reaches no observer.
 func (r *Runner) Probe(ctx context.Context, s *nsjail.Spec) *result.Result {
-	return nsjail.Settle(r.spawner.RunEarly(ctx, s))
+	return r.spawner.Run(ctx, s)
 }
 
 // CollectStaleGroups removes the groups of killed runs under the cgroup
