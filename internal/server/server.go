@@ -26,7 +26,7 @@
 // as those signals end an in-process one.
 //
 // The runs themselves, in jails started ahead and torn down after the
-// answer, are a Runner's (runner.go, pool.go, stalegroups.go), which
+// answer, are a Runner's (runner.go, readyjails.go, stalegroups.go), which
 // another front end may share; the rest of the package is the socket and
 // its protocol.
 package server
