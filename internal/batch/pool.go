@@ -178,7 +178,7 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 // forkOrRun runs a spec as zygote.Dispatch says: one that asks for a
 // zygote in a child of the worker's own templates (its CPU's, with Pin),
 // each forked when its run comes; any other with the spawner.
-func forkOrRun(zygotes *zygote.Pool, sp *nsjail.Spawner) policy.Runner {
+func forkOrRun(zygotes *zygote.TemplatePool, sp *nsjail.Spawner) policy.Runner {
 	run := zygote.Dispatch(zygotes, sp.RunEarly)
 	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
 		return nsjail.Settle(run(ctx, s))

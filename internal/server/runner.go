@@ -23,7 +23,7 @@ import (
 type Runner struct {
 	spawner  *nsjail.Spawner
 	jails    *readyJails
-	zygotes  *zygote.Pool // for runs that ask for one (nsjail.Spec.Zygote)
+	zygotes  *zygote.TemplatePool // for runs that ask for one (nsjail.Spec.Zygote)
 	run      zygote.RunFunc
 	stale    staleGroups
 	observer Observer
