@@ -232,7 +232,7 @@ func (s *Service) Batch(ctx context.Context, in io.Reader, out io.Writer, o Batc
 	if o.Jobs > 0 && o.Jobs < jobs {
 		jobs = o.Jobs
 	}
-	pool, err := batch.NewPool(s.cfg.Base, batch.PoolOptions{Jobs: jobs, Layers: s.cfg.Layers, Remote: true,
+	pool, err := batch.NewWorkerPool(s.cfg.Base, batch.PoolOptions{Jobs: jobs, Layers: s.cfg.Layers, Remote: true,
 		Run: s.batchRunner(client)})
 	if err != nil {
 		return err

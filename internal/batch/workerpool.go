@@ -77,8 +77,8 @@ type PoolOptions struct {
 	Remote bool
 }
 
-// Pool runs items on a fixed number of workers.
-type Pool struct {
+// WorkerPool runs items on a fixed number of workers.
+type WorkerPool struct {
 	base   nsjail.Options // prepared
 	layers policy.Options
 	run    policy.Runner // nil: a spawner per worker
@@ -87,11 +87,11 @@ type Pool struct {
 	cpus   []int // with Pin, worker i's runs go to cpus[i]
 }
 
-// NewPool prepares a pool whose tasks start from base, which the caller
+// NewWorkerPool prepares a pool whose tasks start from base, which the caller
 // has prepared. Runs whose microbox died earlier leave cgroups behind,
 // which are removed once here, not before every run.
-func NewPool(base nsjail.Options, o PoolOptions) (*Pool, error) {
-	p := &Pool{base: base, layers: o.Layers, run: o.Run, remote: o.Remote, jobs: o.Jobs}
+func NewWorkerPool(base nsjail.Options, o PoolOptions) (*WorkerPool, error) {
+	p := &WorkerPool{base: base, layers: o.Layers, run: o.Run, remote: o.Remote, jobs: o.Jobs}
 	if o.Run != nil {
 		return p, nil // the runner's owner collects stale groups
 	}
@@ -137,7 +137,7 @@ func allowedCPUs() ([]int, error) {
 // average, not its bursts: a run of many processes can spend its quota on
 // every CPU at once early in each CFS period, slowing its neighbours by a
 // quarter or more (BENCHMARKS.md); pinned, it cannot leave its CPU.
-func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
+func (p *WorkerPool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 	done := make(chan *Item, p.jobs)
 	var wg sync.WaitGroup
 	for w := range p.jobs {
@@ -221,7 +221,7 @@ func pinWorker(cpu int) {
 
 // runItem decodes and runs one task with run; a task that cannot run
 // gets a sandbox_error result saying why.
-func (p *Pool) runItem(ctx context.Context, it *Item, run policy.Runner) {
+func (p *WorkerPool) runItem(ctx context.Context, it *Item, run policy.Runner) {
 	if ctx.Err() != nil {
 		it.Skipped = true
 		return
