@@ -32,7 +32,7 @@ type supervisor struct {
 	// killAsOwner; 0 otherwise.
 	owner int
 	// zygote is set for a run forked from a zygote's template: its PID 1
-	// is not our child, and its run is not a plan (zygote.go); control,
+	// is not our child, and its run is not a plan (zygote_child.go); control,
 	// for a template's own jail: its program's fd 0 is a socket to us.
 	zygote  *zygoteRun
 	control bool
@@ -314,7 +314,7 @@ func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 }
 
 // sendRun hands the jail its run: the plan's second part to PID 1, or to
-// a zygote's program its run (zygote.go).
+// a zygote's program its run (zygote_child.go).
 func (sv *supervisor) sendRun() error {
 	if sv.zygote != nil {
 		return sv.zygote.send(sv)
