@@ -46,7 +46,7 @@ func hostIDs() idMapping {
 
 // inSlots is the mapping of a root-run jail that holds uid slots: its ids
 // 0..65535 map to the first slot's range, and for a zygote's template
-// each next 65536 to the next slot's (one per child, zygote.go).
+// each next 65536 to the next slot's (one per child, zygote_template.go).
 func (m idMapping) inSlots(slots []uidSlot) idMapping {
 	m.hostUID = HostIDBase + slots[0].n*slotSize
 	m.hostGID = m.hostUID

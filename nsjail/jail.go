@@ -106,20 +106,19 @@ func (j *Jail) Alive() bool {
 // caller computes it once, to choose the jail), in the jail, which it uses
 // up. A spec of another shape is refused. Like RunEarly, it never returns
 // a nil result, and the caller must call teardown.
-func (j *Jail) Run(ctx context.Context, s *Spec, sh Shape) (res *result.Result, teardown func() error) {
+func (j *Jail) Run(ctx context.Context, s *Spec, sh Shape) (res *result.Result, teardown Teardown) {
 	sv := j.sv
 	j.sv = nil
-	noop := func() error { return nil }
 	switch {
 	case sv == nil:
-		return result.SandboxError("nsjail: this jail has already run"), noop
+		return result.SandboxError("nsjail: this jail has already run"), NoTeardown
 	case sh.of != s || !sh.Equal(j.shape):
 		sv.discard()
-		return result.SandboxError("nsjail: the jail was started for other cgroup limits or mounts"), noop
+		return result.SandboxError("nsjail: the jail was started for other cgroup limits or mounts"), NoTeardown
 	}
 	if err := s.Validate(); err != nil {
 		sv.discard()
-		return result.SandboxError(s.message(err)), noop
+		return result.SandboxError(s.message(err)), NoTeardown
 	}
 	sv.began, sv.trace = monotonic(), s.Trace
 	sv.markMoments(s.Before)

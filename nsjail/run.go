@@ -32,6 +32,16 @@ func Run(ctx context.Context, s *Spec) *result.Result {
 	return sp.Run(ctx, s)
 }
 
+// A Teardown finishes a run whose verdict came before its jail's end
+// (RunEarly): it waits for that end and removes what the run held (its
+// cgroup), saying what it could not. The caller calls it once the caller
+// has the verdict, or passes it on.
+type Teardown func() error
+
+// NoTeardown is the Teardown of a run that holds nothing: one that never
+// started, or one already settled.
+func NoTeardown() error { return nil }
+
 // Run is Run with the spawner sp.
 func (sp *Spawner) Run(ctx context.Context, s *Spec) *result.Result {
 	return Settle(sp.RunEarly(ctx, s))
@@ -42,9 +52,9 @@ func (sp *Spawner) Run(ctx context.Context, s *Spec) *result.Result {
 // ended and its output is closed, and a teardown that waits for the
 // jail's end (the kernel tearing down its namespaces takes about a
 // millisecond) and removes its cgroup. The caller must call teardown.
-func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, teardown func() error) {
+func (sp *Spawner) RunEarly(ctx context.Context, s *Spec) (res *result.Result, teardown Teardown) {
 	if err := s.Validate(); err != nil {
-		return result.SandboxError(s.message(err)), func() error { return nil }
+		return result.SandboxError(s.message(err)), NoTeardown
 	}
 	sv := &supervisor{began: monotonic(), trace: s.Trace}
 	sv.markMoments(s.Before)
@@ -84,7 +94,7 @@ func RetryWhile(ctx context.Context, try func() (again bool)) {
 // that failed at once; it returns the last try's. A run that still could not
 // start keeps its Unavailable: the caller answers "busy" rather than a
 // verdict.
-func StartRetried(ctx context.Context, run func() (*result.Result, func() error)) (res *result.Result, teardown func() error) {
+func StartRetried(ctx context.Context, run func() (*result.Result, Teardown)) (res *result.Result, teardown Teardown) {
 	RetryWhile(ctx, func() bool {
 		res, teardown = run()
 		if res.Unavailable == nil {
@@ -93,7 +103,7 @@ func StartRetried(ctx context.Context, run func() (*result.Result, func() error)
 		// Nothing of a run that did not start is kept, and what it
 		// holds goes back at once, for the others.
 		teardown()
-		teardown = func() error { return nil }
+		teardown = NoTeardown
 		return true
 	})
 	return res, teardown
@@ -119,7 +129,7 @@ func unavailable(res *result.Result, err error) *result.Result {
 
 // Settle calls a run's teardown and records its failure in the result:
 // the verdict stands, but a leak must not pass in silence.
-func Settle(res *result.Result, teardown func() error) *result.Result {
+func Settle(res *result.Result, teardown Teardown) *result.Result {
 	if err := teardown(); err != nil && res.Status != result.StatusSandboxError {
 		msg := "cleanup: " + err.Error()
 		res.Error = &msg

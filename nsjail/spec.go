@@ -5,7 +5,8 @@
 //
 //	options.go   Options, a run as a caller states it, become a Spec
 //	spec.go      the Spec and its validation
-//	run.go       Run: from a Spec to the verdict
+//	run.go       Run: from a Spec to the verdict; Teardown, the retries
+//	             of a start short of descriptors
 //	supervise.go the supervisor: the run's cgroup, PID 1, the plan, the
 //	             limits, the kill and the teardown
 //	spawner.go   the spawner, which clones each jail's PID 1
@@ -15,10 +16,31 @@
 //	             every privilege, loads the filter and execs the program
 //	init.go      what the Go side shares with init.c: descriptors, names
 //	ids.go       how the jail's user ids map to the host's
+//	slots.go     uid slots: a host uid range of each root-run jail's own,
+//	             held by a file lock
+//	sigkill.go   the kill of a PID 1 whose user namespace another uid
+//	             owns, as that uid when CAP_KILL is missing
 //	pipes.go     the descriptors between the supervisor and PID 1
 //	output.go    stdout and stderr, drained and capped
 //	verdict.go   the verdict, from what PID 1 and the cgroup reported
 //	jail.go      jails started ahead of their runs (microbox serve)
+//
+// Runs forked from a zygote's template interpreter:
+//
+//	zygote.go          Zygote, a spec's request for one (CheckZygote), and
+//	                   the sockets to a template and its children
+//	zygote_key.go      the template key: what runs of one template share,
+//	                   and what a fork cannot run as a cold run would
+//	zygote_template.go starting a template in a jail of its own, holding
+//	                   it, ending it
+//	zygote_child.go    a child forked ahead of its run, and the run in it
+//	zygote.py          the template's program, in the jail: it forks the
+//	                   children, which sandbox themselves and run the run
+//
+// Tests, one file per concern above: initc_test.go (init.go's constants
+// equal init.c's), jail_test.go, options_test.go, output_test.go,
+// plan_test.go, rootfiles_test.go (Spec.RootFiles in the plan),
+// spawner_test.go, verdict_test.go and zygote_test.go.
 package nsjail
 
 import (
@@ -99,7 +121,7 @@ type Spec struct {
 	// (zygote.go).
 	Zygote *Zygote
 
-	// template marks the jail of a zygote's template (zygote.go): its
+	// template marks the jail of a zygote's template (zygote_template.go): its
 	// program keeps the jail's root, with no filter or time limit.
 	template bool
 

@@ -32,7 +32,7 @@ type supervisor struct {
 	// killAsOwner; 0 otherwise.
 	owner int
 	// zygote is set for a run forked from a zygote's template: its PID 1
-	// is not our child, and its run is not a plan (zygote.go); control,
+	// is not our child, and its run is not a plan (zygote_child.go); control,
 	// for a template's own jail: its program's fd 0 is a socket to us.
 	zygote  *zygoteRun
 	control bool
@@ -186,7 +186,7 @@ func (sv *supervisor) awaitReady() error {
 // finish runs s in the started jail, unless starting it failed with
 // startErr. It returns the verdict as soon as it is known, and the
 // teardown that removes everything the run made.
-func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*result.Result, func() error) {
+func (sv *supervisor) finish(ctx context.Context, s *Spec, startErr error) (*result.Result, Teardown) {
 	sv.spec = s
 	var res *result.Result
 	err := startErr
@@ -314,7 +314,7 @@ func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 }
 
 // sendRun hands the jail its run: the plan's second part to PID 1, or to
-// a zygote's program its run (zygote.go).
+// a zygote's program its run (zygote_child.go).
 func (sv *supervisor) sendRun() error {
 	if sv.zygote != nil {
 		return sv.zygote.send(sv)

@@ -1,7 +1,7 @@
 # microbox's zygote: a template interpreter, started once inside a jail,
 # that forks each run of its shape into a sandbox of the run's own
-# (nsjail/zygote.go holds the protocol's other side; docs/zygote.md the
-# security argument).
+# (nsjail/zygote_template.go and zygote_child.go hold the protocol's
+# other side; docs/zygote.md the security argument).
 #
 # Trusted code only, in these processes:
 #   the template  imports the operator's preloads, then, per request from
@@ -217,7 +217,7 @@ def take(spec, fds, run):
 
 def receive(run):
     # The run: its length, with the program's three descriptors, then its
-    # JSON (nsjail/zygote.go: zygoteRun.send); its files' bytes follow.
+    # JSON (nsjail/zygote_child.go: zygoteRun.send); its files' bytes follow.
     head, fds, _, _ = socket.recv_fds(run, 4, 3, socket.MSG_WAITALL)
     if len(head) != 4 or len(fds) != 3:
         raise OSError("no run came")

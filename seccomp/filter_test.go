@@ -21,7 +21,7 @@ import (
 
 // The tests in this file load compiled filters into a child process: the
 // test binary re-execs itself with helperEnv set, the child
-// (TestHelperProcess) loads the filter from the file named by bpfEnv and
+// (helperProcess, from TestMain) loads the filter from the file named by bpfEnv and
 // then either runs a set of probes, printing one line per probe, or execs a
 // program. Probes use harmless or invalid arguments: a refused call must
 // get the filter's errno, and a call the filter lets through gets the
@@ -32,19 +32,18 @@ const (
 	bpfEnv    = "MICROBOX_SECCOMP_BPF"
 )
 
-// TestHelperProcess is the child's side; it does nothing in a normal run.
-func TestHelperProcess(t *testing.T) {
-	mode := os.Getenv(helperEnv)
-	if mode == "" {
-		return
+// TestMain runs the tests, or, in a child the tests started, the child's
+// side (helperProcess), which runs no test.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		helperProcess(mode, os.Args[1:])
 	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
+	os.Exit(m.Run())
+}
+
+// helperProcess loads the filter and does what mode says with args; it
+// exits, never returns.
+func helperProcess(mode string, args []string) {
 	// No controlling terminal, so that vhangup and TIOCSTI probes could
 	// touch nothing even if they got through; no core file from SIGSYS.
 	unix.Setsid()
@@ -115,7 +114,7 @@ func runHelperProgram(t *testing.T, prog []byte, mode string, args ...string) (s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, bpfEnv+"="+path)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

@@ -143,13 +143,13 @@ func (p *poolFlags) check() error {
 // newPool is the pool of workers whose tasks start from base and, if
 // given, the policy layers (eval's); the layers a task asks for keep the
 // module policy's bytecode in the user's cache, as exec does.
-func (p *poolFlags) newPool(base nsjail.Options, given *policy.Options) (*batch.Pool, error) {
+func (p *poolFlags) newPool(base nsjail.Options, given *policy.Options) (*batch.WorkerPool, error) {
 	layers := policy.Options{}
 	if given != nil {
 		layers = *given
 	}
 	layers.PID, layers.CacheDir = os.Getpid(), processInvocation().cacheDir()
-	pool, err := batch.NewPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers})
+	pool, err := batch.NewWorkerPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers})
 	return pool, flagError(err)
 }
 

@@ -122,7 +122,7 @@ func testBase(t testing.TB) nsjail.Options {
 // BenchmarkPool runs print(1) through the pool in this process:
 // go test -run '^$' -bench Pool -cpuprofile cpu.out ./internal/batch
 func BenchmarkPool(b *testing.B) {
-	p, err := NewPool(testBase(b), PoolOptions{Jobs: 1})
+	p, err := NewWorkerPool(testBase(b), PoolOptions{Jobs: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type StreamOptions struct {
 // done, or out fails, runs in progress are killed, no task starts, and the
 // results so far are written (with FinishedOnly, not those of the runs
 // cut short). Each line is written whole or not at all (lineWriter).
-func (p *Pool) Stream(ctx context.Context, in io.Reader, out io.Writer, o StreamOptions) error {
+func (p *WorkerPool) Stream(ctx context.Context, in io.Reader, out io.Writer, o StreamOptions) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	win := newWindow(ctx, o.MaxPending, o.MaxHeld)

@@ -4,10 +4,10 @@
 // A task (task.go) is one JSON object: a program and the options it
 // changes over a base the caller prepared once (nsjail.Options.Prepare);
 // its errors name its own keys, and the base's fields as the base's
-// FieldNames do. A Pool (pool.go) runs tasks on a fixed number of workers,
-// each with a spawner of its own and, optionally, a CPU of its own.
-// Pool.Stream (stream.go) reads tasks as lines and writes each result as a
-// line, in the tasks' order or as runs complete.
+// FieldNames do. A WorkerPool (workerpool.go) runs tasks on a fixed
+// number of workers, each with a spawner of its own and, optionally, a CPU
+// of its own. WorkerPool.Stream (stream.go) reads tasks as lines and
+// writes each result as a line, in the tasks' order or as runs complete.
 package batch
 
 import (

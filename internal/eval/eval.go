@@ -156,7 +156,7 @@ func idText(raw json.RawMessage) (string, bool) {
 // returns the verdicts in the samples' order. bar counts samples as their
 // last run ends, and is finished at the end. Once ctx is done, runs not
 // yet started are not, and their samples get no verdict.
-func (s *Set) Run(ctx context.Context, p *batch.Pool, bar *progress.Bar) []Verdict {
+func (s *Set) Run(ctx context.Context, p *batch.WorkerPool, bar *progress.Bar) []Verdict {
 	n := len(s.Samples)
 	tr := &tracker{set: s, bar: bar, verdicts: make([]Verdict, n), runs: map[int]pendingRun{}, left: make([]int, n), failed: make([]int, n)}
 	todo := make(chan *batch.Item)

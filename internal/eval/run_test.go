@@ -42,7 +42,7 @@ func TestSetRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := batch.NewPool(base, batch.PoolOptions{Jobs: jobs})
+			p, err := batch.NewWorkerPool(base, batch.PoolOptions{Jobs: jobs})
 			if err != nil {
 				t.Fatal(err)
 			}

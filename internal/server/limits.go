@@ -23,12 +23,12 @@ const requestDeadline = 10 * time.Second
 // connection, a pidfd, the run's cgroup and uid-range locks.
 const runFDs = 32
 
-// admission counts the runs the server has taken on, to tell whether it
+// fdHeadroom counts the runs the server has taken on, to tell whether it
 // has descriptors to spare for one more. Short of them, a run would fail
 // in its set-up (pipe: too many open files) as a sandbox_error; the client
 // is answered "run it yourself" instead, as the server's contract
 // promises, before anything happens.
-type admission struct {
+type fdHeadroom struct {
 	mu   sync.Mutex
 	runs int
 }
@@ -36,7 +36,7 @@ type admission struct {
 // admit takes a run on if there is room for it, counting runFDs for it and
 // for each run taken on (whose descriptors may not be open yet); done
 // ends it.
-func (a *admission) admit() (done func(), ok bool) {
+func (a *fdHeadroom) admit() (done func(), ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var lim unix.Rlimit

@@ -16,14 +16,14 @@ import (
 
 // A Runner runs a long-lived server's specs, whatever front end received
 // them: in jails one spawner starts, some of them ahead of their runs
-// (pool.go), or forked from zygotes' templates (internal/zygote);
+// (readyjails.go), or forked from zygotes' templates (internal/zygote);
 // answering before each jail is torn down, and collecting the groups of
 // killed runs at most once a minute (stalegroups.go). Each request's runs
 // are a Session.
 type Runner struct {
 	spawner  *nsjail.Spawner
-	jails    *pool
-	zygotes  *zygote.Pool // for runs that ask for one (nsjail.Spec.Zygote)
+	jails    *readyJails
+	zygotes  *zygote.TemplatePool // for runs that ask for one (nsjail.Spec.Zygote)
 	run      zygote.RunFunc
 	stale    staleGroups
 	observer Observer
@@ -58,7 +58,7 @@ func (r *Runner) Stats() Stats {
 	return Stats{ReadyJails: r.jails.readyCount(), Zygotes: r.zygotes.Stats()}
 }
 
-// NewRunner starts the jail spawner, and a pool that keeps warm jails
+// NewRunner starts the jail spawner, and readyJails, which keeps warm jails
 // started ahead of their runs (0: each run's jail starts when it comes).
 // Call it from a goroutine no one locks to its thread: the jails'
 // parent-death signal follows the thread that started the spawner.
@@ -80,7 +80,7 @@ func NewRunner(warm int) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{spawner: sp}
-	r.jails = newPool(warm, sp, r.logger("serve"))
+	r.jails = newReadyJails(warm, sp, r.logger("serve"))
 	// A child forked ahead for each template: a run finds its program
 	// sandboxed and waiting.
 	r.zygotes = zygote.New(sp, zygote.Config{Ahead: 1, Log: r.logger("zygote")})
@@ -121,7 +121,7 @@ func (r *Runner) Session(client string) *Session {
 type Session struct {
 	runner    *Runner
 	client    string
-	teardowns []func() error
+	teardowns []nsjail.Teardown
 }
 
 // Run runs s in a ready jail, or in a fresh one when none fits, or forked
@@ -134,7 +134,7 @@ func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 	if names := spec.FieldNames; names != nil {
 		s.runner.names.Store(&names)
 	}
-	res, teardown := nsjail.StartRetried(ctx, func() (*result.Result, func() error) { return s.runner.run(ctx, spec) })
+	res, teardown := nsjail.StartRetried(ctx, func() (*result.Result, nsjail.Teardown) { return s.runner.run(ctx, spec) })
 	s.teardowns = append(s.teardowns, teardown)
 	return res
 }
@@ -145,7 +145,7 @@ func (s *Session) Run(ctx context.Context, spec *nsjail.Spec) *result.Result {
 // a jail a caller's run would use nor change the shape of those started
 // ahead. Its verdict reaches no observer.
 func (r *Runner) Probe(ctx context.Context, s *nsjail.Spec) *result.Result {
-	return nsjail.Settle(r.spawner.RunEarly(ctx, s))
+	return r.spawner.Run(ctx, s)
 }
 
 // CollectStaleGroups removes the groups of killed runs under the cgroup
@@ -172,7 +172,7 @@ func (s *Session) Verdict(r *result.Result) {
 }
 
 // End finishes the session once its caller has the answer: the runs'
-// teardowns, then the start of the jails the pool lacks for the next runs.
+// teardowns, then the start of the ready jails it lacks for the next runs.
 func (s *Session) End() {
 	s.tearDown()
 	s.runner.jails.refill()

@@ -26,7 +26,7 @@
 // as those signals end an in-process one.
 //
 // The runs themselves, in jails started ahead and torn down after the
-// answer, are a Runner's (runner.go, pool.go, stalegroups.go), which
+// answer, are a Runner's (runner.go, readyjails.go, stalegroups.go), which
 // another front end may share; the rest of the package is the socket and
 // its protocol.
 package server
@@ -137,11 +137,11 @@ func (o Options) socket() string {
 
 // server is one Serve's listener's state.
 type server struct {
-	ctx       context.Context // ends at SIGTERM or SIGINT
-	runner    *Runner
-	handle    Handler
-	conns     sync.WaitGroup
-	admission admission
+	ctx      context.Context // ends at SIGTERM or SIGINT
+	runner   *Runner
+	handle   Handler
+	conns    sync.WaitGroup
+	headroom fdHeadroom // descriptors to spare for one more run
 }
 
 // acceptUntilDone serves every connection, each on its goroutine, until
@@ -196,7 +196,7 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		sendStatus(conn, fallback)
 		return
 	}
-	admitted, ok := s.admission.admit()
+	admitted, ok := s.headroom.admit()
 	if !ok {
 		req.close()
 		sendStatus(conn, fallback) // out of descriptors: the client runs in-process

@@ -3,9 +3,9 @@
 // a batch task (internal/batch's one schema, built into runs there as for
 // `microbox batch`), run through the policy layers in a server's jails
 // (internal/server's Runner). The service adds what a network caller
-// needs: admission (a bounded number of runs at once and a bounded queue,
-// ErrBusy past it), runs in the background with ids, status and kill, and
-// batches that stream.
+// needs: admission to its run slots (runslots.go: a bounded number of
+// runs at once and a bounded queue, ErrBusy past it), runs in the
+// background with ids, status and kill, and batches that stream.
 package service
 
 import (
@@ -46,7 +46,7 @@ type Service struct {
 	ctx    context.Context // ends when the server stops: every run ends
 	runner *server.Runner
 	cfg    Config
-	adm    *admission
+	slots  *runSlots
 	runs   *table
 	active sync.WaitGroup // runs and batches under way
 
@@ -60,7 +60,7 @@ func New(ctx context.Context, runner *server.Runner, cfg Config) (*Service, erro
 	if cfg.Concurrency < 1 || cfg.Queue < 0 {
 		return nil, fmt.Errorf("service: %d runs at once and a queue of %d: give at least 1 and 0", cfg.Concurrency, cfg.Queue)
 	}
-	return &Service{ctx: ctx, runner: runner, cfg: cfg, adm: newAdmission(cfg.Concurrency, cfg.Queue),
+	return &Service{ctx: ctx, runner: runner, cfg: cfg, slots: newRunSlots(cfg.Concurrency, cfg.Queue),
 		runs: newTable(cfg.Keep, cfg.MaxKept, cfg.KeptBytes)}, nil
 }
 
@@ -79,7 +79,7 @@ func (s *Service) Admit(ctx context.Context, t *batch.Task) (*Ticket, *batch.Run
 	if err := t.CheckRemote(); err != nil {
 		return nil, nil, err
 	}
-	tk, err := s.adm.admit(false)
+	tk, err := s.slots.admit(false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -232,7 +232,7 @@ func (s *Service) Batch(ctx context.Context, in io.Reader, out io.Writer, o Batc
 	if o.Jobs > 0 && o.Jobs < jobs {
 		jobs = o.Jobs
 	}
-	pool, err := batch.NewPool(s.cfg.Base, batch.PoolOptions{Jobs: jobs, Layers: s.cfg.Layers, Remote: true,
+	pool, err := batch.NewWorkerPool(s.cfg.Base, batch.PoolOptions{Jobs: jobs, Layers: s.cfg.Layers, Remote: true,
 		Run: s.batchRunner(client)})
 	if err != nil {
 		return err
@@ -244,7 +244,7 @@ func (s *Service) Batch(ctx context.Context, in io.Reader, out io.Writer, o Batc
 // batchRunner runs a batch's specs on the service's slots.
 func (s *Service) batchRunner(client string) policy.Runner {
 	return func(ctx context.Context, spec *nsjail.Spec) *result.Result {
-		tk, _ := s.adm.admit(true)
+		tk, _ := s.slots.admit(true)
 		defer tk.release()
 		if err := tk.wait(ctx); err != nil {
 			return result.NotRun(result.StatusSandboxError, "not started: "+err.Error(), spec.SeccompMode)
@@ -282,7 +282,7 @@ type Stats struct {
 
 // Stats reports the service's state.
 func (s *Service) Stats() Stats {
-	running, queued := s.adm.counts(s.cfg.Concurrency)
+	running, queued := s.slots.counts(s.cfg.Concurrency)
 	s.mu.Lock()
 	batches := s.batches
 	s.mu.Unlock()

@@ -10,23 +10,23 @@ import (
 // the caller is to try again later, not to wait in a backlog without end.
 var ErrBusy = errors.New("every run slot is taken and the queue is full")
 
-// admission hands out run slots, at most slots at once, to places that
+// runSlots hands out run slots, at most slots at once, to places that
 // wait for them in order, at most queue of them.
-type admission struct {
+type runSlots struct {
 	mu      sync.Mutex
 	free    int
 	queue   int
 	waiting []*Ticket
 }
 
-func newAdmission(slots, queue int) *admission {
-	return &admission{free: slots, queue: queue}
+func newRunSlots(slots, queue int) *runSlots {
+	return &runSlots{free: slots, queue: queue}
 }
 
 // A Ticket is one run's place: a slot, or a place in the queue until a
 // slot is handed to it.
 type Ticket struct {
-	a       *admission
+	a       *runSlots
 	granted chan struct{} // closed when the ticket holds a slot
 	done    bool
 }
@@ -34,7 +34,7 @@ type Ticket struct {
 // admit takes a slot if one is free, else a place in the queue; ErrBusy
 // if the queue is full. force queues past the bound: a batch's workers,
 // whose number the batch bounds, wait for a slot rather than fail.
-func (a *admission) admit(force bool) (*Ticket, error) {
+func (a *runSlots) admit(force bool) (*Ticket, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t := &Ticket{a: a, granted: make(chan struct{})}
@@ -93,7 +93,7 @@ func (t *Ticket) release() {
 }
 
 // counts are the slots in use and the tickets waiting.
-func (a *admission) counts(slots int) (running, queued int) {
+func (a *runSlots) counts(slots int) (running, queued int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slots - a.free, len(a.waiting)

@@ -27,7 +27,7 @@ import (
 	"github.com/microbox/microbox/result"
 )
 
-// Config bounds a pool; zero fields take the defaults.
+// Config bounds a TemplatePool; zero fields take the defaults.
 type Config struct {
 	Templates int           // templates kept at once (4)
 	Ahead     int           // children each template forks ahead of their runs (0: each run forks its own)
@@ -63,9 +63,10 @@ func (c Config) withDefaults() Config {
 // before a run tries to start it again.
 const retryAfter = 10 * time.Second
 
-// A Pool runs specs that ask for a zygote (Spec.Zygote) in children of its
-// templates, all started with one spawner. It is safe for concurrent use.
-type Pool struct {
+// A TemplatePool runs specs that ask for a zygote (Spec.Zygote) in
+// children of its templates, all started with one spawner. It is safe for
+// concurrent use.
+type TemplatePool struct {
 	sp  *nsjail.Spawner
 	cfg Config
 
@@ -76,9 +77,9 @@ type Pool struct {
 	working sync.WaitGroup // forks ahead and ends of templates, off the runs' path
 }
 
-// New is a pool whose templates sp starts.
-func New(sp *nsjail.Spawner, cfg Config) *Pool {
-	return &Pool{sp: sp, cfg: cfg.withDefaults()}
+// New is a TemplatePool whose templates sp starts.
+func New(sp *nsjail.Spawner, cfg Config) *TemplatePool {
+	return &TemplatePool{sp: sp, cfg: cfg.withDefaults()}
 }
 
 // template is one key's template and its children forked ahead.
@@ -100,16 +101,16 @@ type template struct {
 
 // A RunFunc runs a spec: like nsjail's RunEarly it never returns a nil
 // result, and the caller must call teardown.
-type RunFunc func(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error)
+type RunFunc func(ctx context.Context, s *nsjail.Spec) (*result.Result, nsjail.Teardown)
 
 // Dispatch is the one rule by which every entry point (exec through a
 // server, batch, eval, HTTP, MCP) runs a spec: one that asks for no
 // zygote (Spec.Zygote nil) with cold; one that asks, with or without the
 // fallback, whether its caller asked or its task did, with p, which forks
 // it from its key's template, starts it cold (the fallback), or refuses
-// it saying why (Pool.Run).
-func Dispatch(p *Pool, cold RunFunc) RunFunc {
-	return func(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+// it saying why (TemplatePool.Run).
+func Dispatch(p *TemplatePool, cold RunFunc) RunFunc {
+	return func(ctx context.Context, s *nsjail.Spec) (*result.Result, nsjail.Teardown) {
 		if s.Zygote == nil {
 			return cold(ctx, s)
 		}
@@ -120,7 +121,7 @@ func Dispatch(p *Pool, cold RunFunc) RunFunc {
 // Run runs s, which must ask for a zygote, in a child of its key's
 // template, or cold when none can take it. Like nsjail's RunEarly it
 // never returns a nil result, and the caller must call teardown.
-func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+func (p *TemplatePool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, nsjail.Teardown) {
 	if s.Zygote != nil && s.Zygote.Cold != "" { // a fork cannot take it (Spec.CheckZygote)
 		return p.cold(ctx, s)
 	}
@@ -157,7 +158,7 @@ func (p *Pool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result, func() 
 }
 
 // cold runs s afresh; its result says so (start: cold).
-func (p *Pool) cold(ctx context.Context, s *nsjail.Spec) (*result.Result, func() error) {
+func (p *TemplatePool) cold(ctx context.Context, s *nsjail.Spec) (*result.Result, nsjail.Teardown) {
 	p.mu.Lock()
 	p.stats.Cold++
 	p.mu.Unlock()
@@ -165,8 +166,8 @@ func (p *Pool) cold(ctx context.Context, s *nsjail.Spec) (*result.Result, func()
 }
 
 // failed is the result of a run no template could take, err saying why.
-func failed(s *nsjail.Spec, err error) (*result.Result, func() error) {
-	return result.SandboxError(field.Message(err, s.FieldNames)), func() error { return nil }
+func failed(s *nsjail.Spec, err error) (*result.Result, nsjail.Teardown) {
+	return result.SandboxError(field.Message(err, s.FieldNames)), nsjail.NoTeardown
 }
 
 // preloadFailed reports whether err is a preload's failure, rather than
@@ -178,7 +179,7 @@ func preloadFailed(err error) bool {
 
 // template returns key's template, started for s if it was not; a key
 // whose start failed less than retryAfter ago gets that error again.
-func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error) {
+func (p *TemplatePool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -210,7 +211,7 @@ func (p *Pool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template, error)
 
 // find returns key's template, if one lives or failed lately; a dead,
 // old or worn one is retired on the way. mu is held.
-func (p *Pool) find(key nsjail.ZygoteKey) *template {
+func (p *TemplatePool) find(key nsjail.ZygoteKey) *template {
 	for i := len(p.live) - 1; i >= 0; i-- {
 		tm := p.live[i]
 		if !tm.key.Equal(key) {
@@ -238,7 +239,7 @@ func (p *Pool) find(key nsjail.ZygoteKey) *template {
 
 // evict retires the least recently used templates beyond Templates. mu
 // is held.
-func (p *Pool) evict() {
+func (p *TemplatePool) evict() {
 	for len(p.live) > p.cfg.Templates {
 		oldest := p.live[0]
 		for _, tm := range p.live[1:] {
@@ -252,7 +253,7 @@ func (p *Pool) evict() {
 
 // retire takes tm out of use, and ends it once its children have. mu is
 // held.
-func (p *Pool) retire(tm *template) {
+func (p *TemplatePool) retire(tm *template) {
 	for i, x := range p.live {
 		if x == tm {
 			p.live = append(p.live[:i], p.live[i+1:]...)
@@ -265,7 +266,7 @@ func (p *Pool) retire(tm *template) {
 
 // endIfIdle ends a retired template that has no child running or being
 // forked, in the background. mu is held.
-func (p *Pool) endIfIdle(tm *template) {
+func (p *TemplatePool) endIfIdle(tm *template) {
 	if !tm.retired || tm.running > 0 || tm.forking > 0 {
 		return
 	}
@@ -286,7 +287,7 @@ func (p *Pool) endIfIdle(tm *template) {
 
 // child takes one of tm's children forked ahead, or forks one, waiting
 // while all of tm's children are in use.
-func (p *Pool) child(ctx context.Context, tm *template) (*nsjail.ZygoteChild, error) {
+func (p *TemplatePool) child(ctx context.Context, tm *template) (*nsjail.ZygoteChild, error) {
 	p.mu.Lock()
 	tm.running++
 	for len(tm.ahead) > 0 {
@@ -324,7 +325,7 @@ func (p *Pool) child(ctx context.Context, tm *template) (*nsjail.ZygoteChild, er
 }
 
 // closeLater ends a child in the background. mu is held.
-func (p *Pool) closeLater(c *nsjail.ZygoteChild) {
+func (p *TemplatePool) closeLater(c *nsjail.ZygoteChild) {
 	p.working.Add(1)
 	go func() {
 		defer p.working.Done()
@@ -335,7 +336,7 @@ func (p *Pool) closeLater(c *nsjail.ZygoteChild) {
 // ran records the end of a run of tm (after its teardown) and forks the
 // children tm lacks for the next runs: forked during the run, they would
 // compete with it for the CPUs.
-func (p *Pool) ran(tm *template) {
+func (p *TemplatePool) ran(tm *template) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	tm.running--
@@ -353,7 +354,7 @@ func (p *Pool) ran(tm *template) {
 }
 
 // forkAhead forks a child of tm for a later run.
-func (p *Pool) forkAhead(tm *template) {
+func (p *TemplatePool) forkAhead(tm *template) {
 	defer p.working.Done()
 	c, err := tm.t.Fork()
 	p.mu.Lock()
@@ -375,7 +376,7 @@ func (p *Pool) forkAhead(tm *template) {
 // Close retires every template and waits until each has ended; runs
 // still going end their templates when they are torn down. Call it once
 // no more runs come.
-func (p *Pool) Close() {
+func (p *TemplatePool) Close() {
 	p.mu.Lock()
 	p.closed = true
 	for len(p.live) > 0 {
@@ -396,7 +397,7 @@ type Stats struct {
 }
 
 // Stats returns the pool's counts.
-func (p *Pool) Stats() Stats {
+func (p *TemplatePool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.stats

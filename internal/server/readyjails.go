@@ -4,7 +4,7 @@ package server
 // ahead of their runs (Spawner.Start): a run that finds one ready skips the
 // cgroup, the namespaces' creation and the mounts, and is left with its
 // files and the program's start. Each jail runs one program, as a cold one
-// would; the pool only moves the set-up off the caller's clock.
+// would; readyJails only moves the set-up off the caller's clock.
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 	"github.com/microbox/microbox/result"
 )
 
-// pool keeps up to size jails ready in the shape (cgroup limits and
+// readyJails keeps up to size jails ready in the shape (cgroup limits and
 // mounts) of the last run asked for: callers send the same options run after
-// run, and a run of another shape makes the pool start over with that one.
-type pool struct {
+// run, and a run of another shape makes it start over with that one.
+type readyJails struct {
 	size    int
 	spawner *nsjail.Spawner
 	log     func(format string, args ...any) // the server's log (Runner.logger)
@@ -37,13 +37,13 @@ type pool struct {
 	background sync.WaitGroup
 }
 
-func newPool(size int, sp *nsjail.Spawner, log func(format string, args ...any)) *pool {
-	return &pool{size: size, spawner: sp, log: log}
+func newReadyJails(size int, sp *nsjail.Spawner, log func(format string, args ...any)) *readyJails {
+	return &readyJails{size: size, spawner: sp, log: log}
 }
 
 // run runs s in a ready jail, or in a fresh one when none fits; the
 // caller must call teardown (see nsjail.RunEarly).
-func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, teardown func() error) {
+func (p *readyJails) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, teardown nsjail.Teardown) {
 	if p.size > 0 {
 		// An error here is the cold run's to report.
 		if shape, err := nsjail.ShapeOf(s); err == nil {
@@ -57,7 +57,7 @@ func (p *pool) run(ctx context.Context, s *nsjail.Spec) (res *result.Result, tea
 
 // take returns a ready jail of the shape, or nil; refill, once the run is
 // over, starts jails for the next runs.
-func (p *pool) take(shape nsjail.Shape) *nsjail.Jail {
+func (p *readyJails) take(shape nsjail.Shape) *nsjail.Jail {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -84,14 +84,14 @@ func (p *pool) take(shape nsjail.Shape) *nsjail.Jail {
 }
 
 // readyCount is how many jails wait for a run.
-func (p *pool) readyCount() int {
+func (p *readyJails) readyCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.ready)
 }
 
 // closeLater closes a jail in the background; mu is held.
-func (p *pool) closeLater(j *nsjail.Jail) {
+func (p *readyJails) closeLater(j *nsjail.Jail) {
 	p.background.Add(1)
 	go func() {
 		defer p.background.Done()
@@ -99,11 +99,11 @@ func (p *pool) closeLater(j *nsjail.Jail) {
 	}()
 }
 
-// refill starts the jails the pool lacks. Session.End calls it when a run
+// refill starts the jails it lacks. Session.End calls it when a run
 // has ended and its client has the result: started during the run, they
 // would compete with the program for the CPUs (measured: it cost the run
 // most of what the ready jail saved it).
-func (p *pool) refill() {
+func (p *readyJails) refill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed && p.keyed {
@@ -112,7 +112,7 @@ func (p *pool) refill() {
 }
 
 // fill starts jails until size are ready or on their way; mu is held.
-func (p *pool) fill() {
+func (p *readyJails) fill() {
 	for !p.closed && !p.failing && len(p.ready)+p.starting < p.size {
 		p.starting++
 		p.background.Add(1)
@@ -123,7 +123,7 @@ func (p *pool) fill() {
 	}
 }
 
-func (p *pool) start(shape nsjail.Shape, gen int) {
+func (p *readyJails) start(shape nsjail.Shape, gen int) {
 	j, err := p.spawner.Start(shape)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -144,7 +144,7 @@ func (p *pool) start(shape nsjail.Shape, gen int) {
 // close ends the ready jails, and waits for those still starting, which
 // end as they come, and for those closing. The spawner stays for them: it
 // ends with the server.
-func (p *pool) close() {
+func (p *readyJails) close() {
 	p.mu.Lock()
 	p.closed = true
 	ready := p.ready

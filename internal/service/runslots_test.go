@@ -14,7 +14,7 @@ import (
 // Slots go to tickets in the order they came; past the queue, ErrBusy; a
 // ticket that gives up leaves the queue.
 func TestAdmission(t *testing.T) {
-	a := newAdmission(1, 2)
+	a := newRunSlots(1, 2)
 	first, err := a.admit(false)
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func newPool(t *testing.T, cfg Config) *Pool {
+func newPool(t *testing.T, cfg Config) *TemplatePool {
 	t.Helper()
 	needRoot(t)
 	sp, err := nsjail.NewSpawner()
@@ -54,7 +54,7 @@ func spec(t *testing.T, code string, change func(*nsjail.Options)) *nsjail.Spec 
 	return s
 }
 
-func run(t *testing.T, p *Pool, s *nsjail.Spec) *result.Result {
+func run(t *testing.T, p *TemplatePool, s *nsjail.Spec) *result.Result {
 	t.Helper()
 	return nsjail.Settle(p.Run(context.Background(), s))
 }

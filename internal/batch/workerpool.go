@@ -77,8 +77,8 @@ type PoolOptions struct {
 	Remote bool
 }
 
-// Pool runs items on a fixed number of workers.
-type Pool struct {
+// WorkerPool runs items on a fixed number of workers.
+type WorkerPool struct {
 	base   nsjail.Options // prepared
 	layers policy.Options
 	run    policy.Runner // nil: a spawner per worker
@@ -87,11 +87,11 @@ type Pool struct {
 	cpus   []int // with Pin, worker i's runs go to cpus[i]
 }
 
-// NewPool prepares a pool whose tasks start from base, which the caller
+// NewWorkerPool prepares a pool whose tasks start from base, which the caller
 // has prepared. Runs whose microbox died earlier leave cgroups behind,
 // which are removed once here, not before every run.
-func NewPool(base nsjail.Options, o PoolOptions) (*Pool, error) {
-	p := &Pool{base: base, layers: o.Layers, run: o.Run, remote: o.Remote, jobs: o.Jobs}
+func NewWorkerPool(base nsjail.Options, o PoolOptions) (*WorkerPool, error) {
+	p := &WorkerPool{base: base, layers: o.Layers, run: o.Run, remote: o.Remote, jobs: o.Jobs}
 	if o.Run != nil {
 		return p, nil // the runner's owner collects stale groups
 	}
@@ -137,7 +137,7 @@ func allowedCPUs() ([]int, error) {
 // average, not its bursts: a run of many processes can spend its quota on
 // every CPU at once early in each CFS period, slowing its neighbours by a
 // quarter or more (BENCHMARKS.md); pinned, it cannot leave its CPU.
-func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
+func (p *WorkerPool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 	done := make(chan *Item, p.jobs)
 	var wg sync.WaitGroup
 	for w := range p.jobs {
@@ -178,7 +178,7 @@ func (p *Pool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 // forkOrRun runs a spec as zygote.Dispatch says: one that asks for a
 // zygote in a child of the worker's own templates (its CPU's, with Pin),
 // each forked when its run comes; any other with the spawner.
-func forkOrRun(zygotes *zygote.Pool, sp *nsjail.Spawner) policy.Runner {
+func forkOrRun(zygotes *zygote.TemplatePool, sp *nsjail.Spawner) policy.Runner {
 	run := zygote.Dispatch(zygotes, sp.RunEarly)
 	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
 		return nsjail.Settle(run(ctx, s))
@@ -199,8 +199,8 @@ func newSpawner(ctx context.Context) (sp *nsjail.Spawner, err error) {
 // while the other workers' runs end (nsjail.StartRetried).
 func retried(run policy.Runner) policy.Runner {
 	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
-		res, _ := nsjail.StartRetried(ctx, func() (*result.Result, func() error) {
-			return run(ctx, s), func() error { return nil } // run has settled it
+		res, _ := nsjail.StartRetried(ctx, func() (*result.Result, nsjail.Teardown) {
+			return run(ctx, s), nsjail.NoTeardown // run has settled it
 		})
 		return res
 	}
@@ -221,7 +221,7 @@ func pinWorker(cpu int) {
 
 // runItem decodes and runs one task with run; a task that cannot run
 // gets a sandbox_error result saying why.
-func (p *Pool) runItem(ctx context.Context, it *Item, run policy.Runner) {
+func (p *WorkerPool) runItem(ctx context.Context, it *Item, run policy.Runner) {
 	if ctx.Err() != nil {
 		it.Skipped = true
 		return

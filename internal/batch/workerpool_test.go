@@ -27,7 +27,7 @@ func TestPoolForksWhatAsks(t *testing.T) {
 	} {
 		base := testBase(t)
 		base.ZygoteFallback = c.fall
-		p, err := NewPool(base, PoolOptions{Jobs: 1})
+		p, err := NewWorkerPool(base, PoolOptions{Jobs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func TestPoolZygoteMessages(t *testing.T) {
 	}
 	base := testBase(t)
 	base.FieldNames = func(f string) string { return "the server's --" + strings.ToLower(f) }
-	p, err := NewPool(base, PoolOptions{Jobs: 1})
+	p, err := NewWorkerPool(base, PoolOptions{Jobs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
