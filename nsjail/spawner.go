@@ -1,6 +1,7 @@
 package nsjail
 
-// extern int microbox_prestarted_sock, microbox_prestarted_pid;
+// #cgo CFLAGS: -I${SRCDIR}/nsinit
+// #include "nsinit.h"
 import "C"
 
 import (
@@ -93,7 +94,7 @@ func (sp *Spawner) startLocked() error {
 		Path:       "/proc/self/exe",
 		Args:       []string{"microbox-spawner"},
 		Env:        []string{initEnv + "=spawner"},
-		ExtraFiles: []*os.File{theirs}, // fd 3: init.c's SPAWNER_FD
+		ExtraFiles: []*os.File{theirs}, // spawnerFD
 		SysProcAttr: &syscall.SysProcAttr{
 			// If microbox dies, so does the spawner; its jails have
 			// their own parent-death signal (init.c).
@@ -186,10 +187,10 @@ func (r spawnRequest) encode() ([]byte, []int) {
 	var extras string
 	var fds []int
 	if r.cgroupFD >= 0 {
-		extras, fds = extras+"c", append(fds, r.cgroupFD)
+		extras, fds = extras+string(extraCgroup), append(fds, r.cgroupFD)
 	}
 	for _, fd := range r.lockFDs {
-		extras, fds = extras+"l", append(fds, fd)
+		extras, fds = extras+string(extraLock), append(fds, fd)
 	}
 	b := binary.LittleEndian.AppendUint64(nil, r.flags)
 	for _, s := range []string{r.uidMap, r.gidMap, r.setgroups, r.owner, extras} {
@@ -231,35 +232,18 @@ func (sp *Spawner) spawn(req spawnRequest, files []int) (pid int, err error) {
 	}
 }
 
+// roundTrip sends one request, its descriptors in oob, and reads the
+// spawner's reply.
 func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {
-	rc, err := sp.sock.SyscallConn()
-	if err != nil {
-		return 0, fmt.Errorf("start jail: %w", err)
-	}
-	var sendErr error
-	err = rc.Write(func(fd uintptr) bool {
-		sendErr = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL)
-		return sendErr != unix.EAGAIN && sendErr != unix.EINTR
-	})
+	err := sendmsg(sp.sock, msg, oob)
 	switch {
-	case err == nil && (sendErr == unix.EPIPE || sendErr == unix.ECONNRESET):
+	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
 		return 0, errSpawnerGone
-	case err == nil && sendErr != nil:
-		err = sendErr
-	}
-	if err != nil {
+	case err != nil:
 		return 0, fmt.Errorf("start jail: send to the spawner: %w", err)
 	}
-	reply := make([]byte, 4+1024)
-	var n int
-	var recvErr error
-	err = rc.Read(func(fd uintptr) bool {
-		n, _, _, _, recvErr = unix.Recvmsg(int(fd), reply, nil, 0)
-		return recvErr != unix.EAGAIN && recvErr != unix.EINTR
-	})
-	if err == nil {
-		err = recvErr
-	}
+	reply := make([]byte, 4+replyErrorMax)
+	n, _, err := recvmsg(sp.sock, reply, nil)
 	if err != nil || n < 4 {
 		// It died with the request: whatever it cloned dies at the sync
 		// pipe's EOF, but is ours to reap and we do not know it. The next

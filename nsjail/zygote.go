@@ -302,7 +302,7 @@ func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 }
 
 // templatePids is a template's jail's pids budget: its PID 1, the
-// template, the pid it skips (init.c: skip_program_pid) and each child's
+// template, the pid it skips (nsinit/pid1.c: skip_program_pid) and each child's
 // PID 1 until it moves to its run's cgroup.
 const templatePids = 3 + ZygoteChildren
 
@@ -353,18 +353,18 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 	}
 	go t.watch()
 	// The template's configuration, with this binary, which its children
-	// exec as their PID 1 (init.c: zygote_init): the template's root need
+	// exec as their PID 1 (nsinit/zygote.c): the template's root need
 	// not have it.
 	exe, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return fmt.Errorf("open microbox's own binary: %w", err)
 	}
 	defer exe.Close()
-	cfg, _ := json.Marshal(map[string]any{"preload": t.key.Preload()})
+	cfg, _ := json.Marshal(templateConfig{Preload: t.key.Preload()})
 	if err := sendmsg(t.ctl, cfg, unix.UnixRights(int(exe.Fd()))); err != nil {
 		return fmt.Errorf("configure the template: %w", err)
 	}
-	var ready struct{ Ready, Error string }
+	var ready templateReady
 	if err := t.receive(&ready, PreloadTimeout); err != nil {
 		return err
 	}
@@ -559,7 +559,7 @@ func (c *ZygoteChild) fork() error {
 			return err
 		}
 	}
-	if _, err := ctl.Write([]byte("go\n")); err != nil {
+	if _, err := ctl.Write([]byte(zygoteGo)); err != nil {
 		return err
 	}
 	plan := zygotePlan(t.spec, idMapping{programUID: uid, programGID: uid})
@@ -586,15 +586,14 @@ func (t *Template) childRequest(uid int) childRequest {
 // buffer holds the hello and no more: what follows on the stream is PID
 // 1's status.
 func (c *ZygoteChild) hello() error {
-	const hello = "hello\n"
-	buf, oob := make([]byte, len(hello)), make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	buf, oob := make([]byte, len(zygoteHello)), make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	c.ctl.SetReadDeadline(time.Now().Add(SetupTimeout))
 	n, oobn, err := recvmsg(c.ctl, buf, oob)
 	c.ctl.SetReadDeadline(time.Time{})
 	if err != nil {
 		return fmt.Errorf("the template's child did not start: %w", err)
 	}
-	if string(buf[:n]) != hello {
+	if string(buf[:n]) != zygoteHello {
 		return c.failure(buf[:n])
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
@@ -622,7 +621,7 @@ func (c *ZygoteChild) failure(said []byte) error {
 	rest := make([]byte, 1024)
 	n, _ := io.ReadFull(c.ctl, rest)
 	line, _, _ := strings.Cut(string(said)+string(rest[:n]), "\n")
-	if msg, ok := strings.CutPrefix(line, "error "); ok {
+	if msg, ok := strings.CutPrefix(line, statusError+" "); ok {
 		return errors.New(strings.TrimPrefix(msg, "zygote: ")) // the caller says it is the zygote's
 	}
 	return fmt.Errorf("the template's child failed (%q)", line)
@@ -633,8 +632,8 @@ func (c *ZygoteChild) failure(said []byte) error {
 func (c *ZygoteChild) ready() error {
 	c.run.SetReadDeadline(time.Now().Add(SetupTimeout))
 	defer c.run.SetReadDeadline(time.Time{})
-	buf := make([]byte, 5)
-	if _, err := io.ReadFull(c.run, buf); err == nil && string(buf) == "ready" {
+	buf := make([]byte, len(zygoteReady))
+	if _, err := io.ReadFull(c.run, buf); err == nil && string(buf) == zygoteReady {
 		return nil
 	}
 	return c.failure(nil)
@@ -819,41 +818,6 @@ func control(f *os.File, fn func(fd int) error) error {
 		return err
 	}
 	return ferr
-}
-
-// sendmsg sends msg with oob on f, waiting in the poller while it is full.
-func sendmsg(f *os.File, msg, oob []byte) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL)
-		return serr != unix.EAGAIN && serr != unix.EINTR
-	}); err != nil {
-		return err
-	}
-	return serr
-}
-
-// recvmsg receives one message on f, within f's read deadline.
-func recvmsg(f *os.File, buf, oob []byte) (n, oobn int, err error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0, 0, err
-	}
-	var rerr error
-	if err := rc.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, 0)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
-	}); err != nil {
-		return 0, 0, err
-	}
-	if rerr == nil && n == 0 {
-		rerr = io.EOF
-	}
-	return n, oobn, rerr
 }
 
 // readable reports, without waiting, whether f has something to read (a
