@@ -66,6 +66,33 @@ func TestInitCConstants(t *testing.T) {
 	}
 }
 
+// define is a #define of a name, with a value or none.
+var define = regexp.MustCompile(`(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)`)
+
+// Each name nsinit's C defines, it defines in one file: a protocol's
+// value in its header, not again in the file that uses it.
+func TestNsinitDefinesOnce(t *testing.T) {
+	files, err := filepath.Glob("nsinit/*.[ch]")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("nsinit's C: %v %v", files, err)
+	}
+	where := map[string][]string{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range define.FindAllStringSubmatch(string(src), -1) {
+			where[m[1]] = append(where[m[1]], f)
+		}
+	}
+	for name, in := range where {
+		if len(in) > 1 && name != "_GNU_SOURCE" && !strings.HasPrefix(name, "NSINIT_") {
+			t.Errorf("%s is defined in %v; a header should declare it once", name, in)
+		}
+	}
+}
+
 // stepDecl is one step of plan.h's PLAN_STEPS: X(name, nargs).
 var stepDecl = regexp.MustCompile(`X\((\w+), (\d+)\)`)
 
