@@ -17,7 +17,7 @@ import (
 )
 
 // A Spawner starts jails: a small process of this binary (the spawner in
-// init.c, which never starts Go) that clones each jail's PID 1 into its
+// nsinit/spawner.c, which never starts Go) that clones each jail's PID 1 into its
 // namespaces as a child of the calling process. A jail then costs a clone
 // of that small process instead of an exec of this binary, which is most of
 // what starting a jail cost the CPU (BENCHMARKS.md); `microbox serve` keeps
@@ -43,7 +43,7 @@ type Spawner struct {
 }
 
 // NewSpawner starts a spawner, or adopts the one a one-shot `microbox
-// exec` forked before Go started (init.c: microbox_prestart_spawner).
+// exec` forked before Go started (nsinit/spawner.c: microbox_prestart_spawner).
 func NewSpawner() (*Spawner, error) {
 	sp := &Spawner{}
 	if sp.sock, sp.pid = takePrestarted(); sp.pid != 0 {
@@ -97,7 +97,7 @@ func (sp *Spawner) startLocked() error {
 		ExtraFiles: []*os.File{theirs}, // spawnerFD
 		SysProcAttr: &syscall.SysProcAttr{
 			// If microbox dies, so does the spawner; its jails have
-			// their own parent-death signal (init.c).
+			// their own parent-death signal (nsinit/pid1.c).
 			Pdeathsig: syscall.SIGKILL,
 			// Out of microbox's process group: a ^C or hang-up at the
 			// terminal is microbox's to handle, not the spawner's to die
@@ -173,7 +173,7 @@ func stop(pid int, sock *os.File) error {
 
 // spawnRequest is what the spawner needs to clone a PID 1: its namespaces,
 // id maps, the host uid that creates them ("": the spawner's), and the
-// optional descriptors (init.c: the request's extras). Everything else
+// optional descriptors (nsinit/spawner.h: the request's extras). Everything else
 // PID 1 reads from its plan.
 type spawnRequest struct {
 	flags                            uint64

@@ -10,10 +10,15 @@
 //	             limits, the kill and the teardown
 //	spawner.go   the spawner, which clones each jail's PID 1
 //	plan.go      the plan: the steps PID 1 carries out, as data
-//	init.c       the child side, in C before Go's runtime: the spawner
-//	             and PID 1, which builds the root, pivots into it, drops
-//	             every privilege, loads the filter and execs the program
-//	init.go      what the Go side shares with init.c: descriptors, names
+//	nsinit/      the child side, in C before Go's runtime, one role a
+//	             file (its README.md): the spawner, PID 1, which builds
+//	             the root, pivots into it, drops every privilege, loads
+//	             the filter and execs the program, and the plan's
+//	             interpreter; a header per protocol
+//	init.go      the Go side of nsinit's protocols: the spawner's
+//	             request, PID 1's descriptors and status lines
+//	sockmsg.go   messages with descriptors, on the spawner's and a
+//	             zygote's sockets
 //	ids.go       how the jail's user ids map to the host's
 //	pipes.go     the descriptors between the supervisor and PID 1
 //	output.go    stdout and stderr, drained and capped
