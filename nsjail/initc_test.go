@@ -288,3 +288,38 @@ func TestZygoteMessagesDeclared(t *testing.T) {
 		}
 	}
 }
+
+// PID 1 refuses a part of the plan with a step plan.h does not declare,
+// or with another number of args, before it carries out any step of it:
+// the chdir that would fail first is never tried.
+func TestPlanRefusedBeforeItRuns(t *testing.T) {
+	needNamespaces(t)
+	sp, err := NewSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	const missing = "/no-such-dir-of-initc-test"
+	for _, c := range []struct {
+		step []string
+		want string
+	}{
+		{nil, "chdir " + missing + ": "}, // the chdir alone fails, when it runs
+		{[]string{"bogus"}, "plan: unknown step bogus with 0 args"},
+		{[]string{"mkdir", "/x"}, "plan: mkdir takes 2 args"},
+	} {
+		mounts := &plan{}
+		mounts.step("chdir", missing)
+		if c.step != nil {
+			mounts.step(c.step[0], c.step[1:]...)
+		}
+		j, err := sp.Start(Shape{mounts: mounts})
+		if err == nil {
+			j.Close()
+			t.Fatalf("a jail started with the plan step %q", c.step)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("plan step %q: %v, want %q", c.step, err, c.want)
+		}
+	}
+}
