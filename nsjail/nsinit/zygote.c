@@ -4,7 +4,8 @@
 // program (pid 2), which waits for its go. PID 1 makes the run's cgroup
 // namespace, carries out the plan (the run's scratch areas, /proc,
 // hostname, loopback), lets the program go on, and then is a jail's PID 1
-// (pid1.c: reap_program): it reports the program's start and end, holds its deadline and reaps.
+// (pid1.c: reap_program): it reports the program's start and end, holds
+// its deadline and reaps.
 //
 // Its descriptors and the messages on them: zygote.h.
 
