@@ -85,7 +85,7 @@ func (sp *Spawner) Start(sh Shape) (*Jail, error) {
 
 // Alive reports whether the jail still waits for its run: its init may
 // have died since Start (under memory pressure the OOM killer picks jails
-// first, see init.c). After "ready" the init reports nothing until it has
+// first, see nsinit/spawner.c). After "ready" the init reports nothing until it has
 // its plan, so any status line, or the end of them, means it is gone.
 func (j *Jail) Alive() bool {
 	if j.sv == nil {

@@ -1,7 +1,7 @@
 package nsjail
 
 // Jails started ahead of their runs (Spawner.Start), run in this test
-// binary: it links init.c, so /proc/self/exe is a working spawner.
+// binary: it links nsinit, so /proc/self/exe is a working spawner.
 
 import (
 	"context"

@@ -92,7 +92,7 @@ func readEvents(r *os.File) <-chan event {
 func parseEvent(line string) event {
 	kind, rest, _ := strings.Cut(line, " ")
 	args := strings.Fields(rest)
-	if kind == "error" {
+	if kind == statusError {
 		args = []string{rest}
 	}
 	return event{kind: kind, args: args}

@@ -13,10 +13,22 @@ import (
 	"github.com/microbox/microbox/rootfs"
 )
 
-// plan is the list of steps the C init carries out, in order; see init.c
-// for the wire format and the meaning of each step.
+// plan is the list of steps the C init carries out, in order; see
+// nsinit/plan.h for the wire format and the meaning of each step.
 type plan struct {
 	buf bytes.Buffer
+}
+
+// planSteps are the steps PID 1 knows and how many arguments follow each
+// step's name: nsinit/plan.h's PLAN_STEPS, which initc_test.go holds
+// equal. PID 1 refuses a plan with any other.
+var planSteps = map[string]int{
+	"trace": 0, "mount": 5, "bind": 3, "mask": 2, "remount_ro": 1, "mkdir": 2, "file": 3,
+	"chown": 3, "symlink": 2, "pivot": 2, "umount": 1, "move": 2, "rmdir": 1, "chdir": 1,
+	"hostname": 1, "loopback_up": 0, "phase": 1, "stdin": 1,
+	// the program's settings
+	"path": 1, "cwd": 1, "arg": 1, "env": 1, "user": 3, "nested_userns": 0, "keep_root": 0,
+	"seccomp": 1, "timeout": 1, "rlimit": 3,
 }
 
 func (p *plan) step(name string, args ...string) {
@@ -73,7 +85,7 @@ const (
 	mountScratch = unix.MS_NOSUID | unix.MS_NODEV
 )
 
-// Flags of the "bind" step, a bit mask: init.c has the same values
+// Flags of the "bind" step, a bit mask: nsinit/plan.h has the same values
 // (BIND_READONLY, BIND_OPTIONAL), and initc_test.go holds them equal.
 const (
 	bindWritable = 0
@@ -294,8 +306,7 @@ func (p *plan) scratch(root string, s *Spec, ids idMapping) {
 }
 
 // zygotePlan is what the PID 1 of a zygote's child does in the
-// template's root before the child's program goes on (init.c:
-// zygote_init): what a cold run's mountPlan makes for its namespaces,
+// template's root before the child's program goes on (nsinit/zygote.c): what a cold run's mountPlan makes for its namespaces,
 // made again for the child's own: loopback, hostname, /dev/shm, /proc and
 // the scratch areas, the working directory owned by ids' program. The
 // template's own (the same mounts, in the child's copy of its mount
@@ -363,7 +374,7 @@ func (p *plan) program(s *Spec, ids idMapping, seccompBPF []byte) {
 	} else {
 		p.step("user", num(ids.programUID), num(ids.programGID), "1")
 	}
-	// PID 1 holds the wall-clock limit too (init.c: arm_deadline).
+	// PID 1 holds the wall-clock limit too (nsinit/pid1.c: arm_deadline).
 	p.step("timeout", num(s.Timeout.Nanoseconds()))
 	p.step("rlimit", num(unix.RLIMIT_CORE), "0", "0") // no core files
 	rl := s.Rlimits.withDefaults()

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// decode reads a plan back into steps, the way init.c does.
+// decode reads a plan back into steps, the way nsinit/plan.c does.
 func decode(t *testing.T, b []byte) [][]string {
 	t.Helper()
 	var steps [][]string

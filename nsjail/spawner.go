@@ -1,6 +1,7 @@
 package nsjail
 
-// extern int microbox_prestarted_sock, microbox_prestarted_pid;
+// #cgo CFLAGS: -I${SRCDIR}/nsinit
+// #include "nsinit.h"
 import "C"
 
 import (
@@ -16,7 +17,7 @@ import (
 )
 
 // A Spawner starts jails: a small process of this binary (the spawner in
-// init.c, which never starts Go) that clones each jail's PID 1 into its
+// nsinit/spawner.c, which never starts Go) that clones each jail's PID 1 into its
 // namespaces as a child of the calling process. A jail then costs a clone
 // of that small process instead of an exec of this binary, which is most of
 // what starting a jail cost the CPU (BENCHMARKS.md); `microbox serve` keeps
@@ -42,7 +43,7 @@ type Spawner struct {
 }
 
 // NewSpawner starts a spawner, or adopts the one a one-shot `microbox
-// exec` forked before Go started (init.c: microbox_prestart_spawner).
+// exec` forked before Go started (nsinit/spawner.c: microbox_prestart_spawner).
 func NewSpawner() (*Spawner, error) {
 	sp := &Spawner{}
 	if sp.sock, sp.pid = takePrestarted(); sp.pid != 0 {
@@ -93,10 +94,10 @@ func (sp *Spawner) startLocked() error {
 		Path:       "/proc/self/exe",
 		Args:       []string{"microbox-spawner"},
 		Env:        []string{initEnv + "=spawner"},
-		ExtraFiles: []*os.File{theirs}, // fd 3: init.c's SPAWNER_FD
+		ExtraFiles: []*os.File{theirs}, // spawnerFD
 		SysProcAttr: &syscall.SysProcAttr{
 			// If microbox dies, so does the spawner; its jails have
-			// their own parent-death signal (init.c).
+			// their own parent-death signal (nsinit/pid1.c).
 			Pdeathsig: syscall.SIGKILL,
 			// Out of microbox's process group: a ^C or hang-up at the
 			// terminal is microbox's to handle, not the spawner's to die
@@ -172,7 +173,7 @@ func stop(pid int, sock *os.File) error {
 
 // spawnRequest is what the spawner needs to clone a PID 1: its namespaces,
 // id maps, the host uid that creates them ("": the spawner's), and the
-// optional descriptors (init.c: the request's extras). Everything else
+// optional descriptors (nsinit/spawner.h: the request's extras). Everything else
 // PID 1 reads from its plan.
 type spawnRequest struct {
 	flags                            uint64
@@ -186,10 +187,10 @@ func (r spawnRequest) encode() ([]byte, []int) {
 	var extras string
 	var fds []int
 	if r.cgroupFD >= 0 {
-		extras, fds = extras+"c", append(fds, r.cgroupFD)
+		extras, fds = extras+string(extraCgroup), append(fds, r.cgroupFD)
 	}
 	for _, fd := range r.lockFDs {
-		extras, fds = extras+"l", append(fds, fd)
+		extras, fds = extras+string(extraLock), append(fds, fd)
 	}
 	b := binary.LittleEndian.AppendUint64(nil, r.flags)
 	for _, s := range []string{r.uidMap, r.gidMap, r.setgroups, r.owner, extras} {
@@ -231,35 +232,18 @@ func (sp *Spawner) spawn(req spawnRequest, files []int) (pid int, err error) {
 	}
 }
 
+// roundTrip sends one request, its descriptors in oob, and reads the
+// spawner's reply.
 func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {
-	rc, err := sp.sock.SyscallConn()
-	if err != nil {
-		return 0, fmt.Errorf("start jail: %w", err)
-	}
-	var sendErr error
-	err = rc.Write(func(fd uintptr) bool {
-		sendErr = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL)
-		return sendErr != unix.EAGAIN && sendErr != unix.EINTR
-	})
+	err := sendmsg(sp.sock, msg, oob)
 	switch {
-	case err == nil && (sendErr == unix.EPIPE || sendErr == unix.ECONNRESET):
+	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
 		return 0, errSpawnerGone
-	case err == nil && sendErr != nil:
-		err = sendErr
-	}
-	if err != nil {
+	case err != nil:
 		return 0, fmt.Errorf("start jail: send to the spawner: %w", err)
 	}
-	reply := make([]byte, 4+1024)
-	var n int
-	var recvErr error
-	err = rc.Read(func(fd uintptr) bool {
-		n, _, _, _, recvErr = unix.Recvmsg(int(fd), reply, nil, 0)
-		return recvErr != unix.EAGAIN && recvErr != unix.EINTR
-	})
-	if err == nil {
-		err = recvErr
-	}
+	reply := make([]byte, 4+replyErrorMax)
+	n, _, err := recvmsg(sp.sock, reply, nil)
 	if err != nil || n < 4 {
 		// It died with the request: whatever it cloned dies at the sync
 		// pipe's EOF, but is ours to reap and we do not know it. The next

@@ -11,10 +11,15 @@
 //	             limits, the kill and the teardown
 //	spawner.go   the spawner, which clones each jail's PID 1
 //	plan.go      the plan: the steps PID 1 carries out, as data
-//	init.c       the child side, in C before Go's runtime: the spawner
-//	             and PID 1, which builds the root, pivots into it, drops
-//	             every privilege, loads the filter and execs the program
-//	init.go      what the Go side shares with init.c: descriptors, names
+//	nsinit/      the child side, in C before Go's runtime, one role a
+//	             file (its README.md): the spawner, PID 1, which builds
+//	             the root, pivots into it, drops every privilege, loads
+//	             the filter and execs the program, and the plan's
+//	             interpreter; a header per protocol
+//	init.go      the Go side of nsinit's protocols: the spawner's
+//	             request, PID 1's descriptors and status lines
+//	sockmsg.go   messages with descriptors, on the spawner's and a
+//	             zygote's sockets
 //	ids.go       how the jail's user ids map to the host's
 //	slots.go     uid slots: a host uid range of each root-run jail's own,
 //	             held by a file lock
@@ -34,11 +39,12 @@
 //	zygote_template.go starting a template in a jail of its own, holding
 //	                   it, ending it
 //	zygote_child.go    a child forked ahead of its run, and the run in it
+//	zygote_wire.go     the Go side of the zygote's protocol (nsinit/zygote.h)
 //	zygote.py          the template's program, in the jail: it forks the
 //	                   children, which sandbox themselves and run the run
 //
-// Tests, one file per concern above: initc_test.go (init.go's constants
-// equal init.c's), jail_test.go, options_test.go, output_test.go,
+// Tests, one file per concern above: initc_test.go (each protocol's
+// sides held equal: nsinit's headers, Go's, zygote.py's), jail_test.go, options_test.go, output_test.go,
 // plan_test.go, rootfiles_test.go (Spec.RootFiles in the plan),
 // spawner_test.go, verdict_test.go and zygote_test.go.
 package nsjail

@@ -172,9 +172,9 @@ func (sv *supervisor) awaitReady() error {
 			}
 			sv.record(ev)
 			switch ev.kind {
-			case "ready":
+			case statusReady:
 				return nil
-			case "error":
+			case statusError:
 				return fmt.Errorf("start jail: %s", sv.setupErr)
 			}
 		case <-timeout.C:
@@ -392,10 +392,10 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 				return true
 			}
 			sv.record(ev)
-			if ev.kind == "start" && sv.sp != nil {
+			if ev.kind == statusStart && sv.sp != nil {
 				sv.sp.done()
 			}
-			if ev.kind == "start" {
+			if ev.kind == statusStart {
 				deadline.Reset(time.Duration(sv.started + int64(s.Timeout) - monotonic()))
 				if s.CPUTime > 0 {
 					cpuCheck = time.After(sv.nextCPUCheck(0))
@@ -503,18 +503,18 @@ func (sv *supervisor) record(ev event) {
 		return v
 	}
 	switch ev.kind {
-	case "error":
+	case statusError:
 		if sv.setupErr == "" {
 			sv.setupErr = strings.Join(ev.args, " ")
 		}
-	case "phase":
+	case statusPhase:
 		if len(ev.args) == 2 {
 			sv.markAt(ev.args[0], ns(1))
 		}
-	case "start":
+	case statusStart:
 		sv.started = ns(0)
 		sv.markAt("started", sv.started)
-	case "exit":
+	case statusExit:
 		sv.status = unix.WaitStatus(ns(0))
 		sv.exited = ns(1)
 		sv.cpuUsec = ns(2)

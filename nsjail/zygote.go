@@ -14,7 +14,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -104,41 +103,6 @@ func control(f *os.File, fn func(fd int) error) error {
 		return err
 	}
 	return ferr
-}
-
-// sendmsg sends msg with oob on f, waiting in the poller while it is full.
-func sendmsg(f *os.File, msg, oob []byte) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL)
-		return serr != unix.EAGAIN && serr != unix.EINTR
-	}); err != nil {
-		return err
-	}
-	return serr
-}
-
-// recvmsg receives one message on f, within f's read deadline.
-func recvmsg(f *os.File, buf, oob []byte) (n, oobn int, err error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0, 0, err
-	}
-	var rerr error
-	if err := rc.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, 0)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
-	}); err != nil {
-		return 0, 0, err
-	}
-	if rerr == nil && n == 0 {
-		rerr = io.EOF
-	}
-	return n, oobn, rerr
 }
 
 // readable reports, without waiting, whether f has something to read (a

@@ -8,8 +8,8 @@
 #                 the supervisor (control socket, fd 0), clones the run's
 #                 PID 1 into fresh mount, uts, ipc, net and pid namespaces;
 #   PID 1         moved by the supervisor into the run's cgroup, forks the
-#                 program, then becomes microbox's own C init (init.c:
-#                 zygote_init), exec'd from the binary's descriptor the
+#                 program, then becomes microbox's own C init
+#                 (nsinit/zygote.c), exec'd from the binary's descriptor the
 #                 supervisor gave the template: it mounts the run's scratch
 #                 areas and /proc, lets the program go on, reports, reaps;
 #   the program   pid 2: makes its cgroup namespace, drops every
@@ -32,6 +32,17 @@ import sys
 import threading
 import time
 import types
+
+# The protocol with the supervisor (nsjail/zygote.go) and the run's init
+# (nsjail/nsinit: zygote.h says who says what on which descriptor, and
+# status.h, spawner.h and plan.h); nsjail/initc_test.go holds the sides equal.
+INIT_ENV, ZYGOTE_INIT = "_MICROBOX_INIT", "zinit"
+PLAN_FD, STATUS_FD = 3, 4
+ZYGOTE_GO_FD, ZYGOTE_START_FD, ZYGOTE_BINARY_FD = 5, 6, 7
+ZYGOTE_HELLO, ZYGOTE_GO, ZYGOTE_READY = b"hello\n", b"go\n", b"ready"
+ZYGOTE_GO_BYTE, ZYGOTE_FAILED = b"g", b"!"
+STATUS_ERROR = b"error"
+EXIT_SANDBOX_ERROR = 125
 
 BOOTSTRAP = os.path.abspath(__file__)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -93,7 +104,7 @@ def template():
         if pid == 0:
             run_init(req, fds, init_binary)
         if pid < 0:
-            os.write(fds[0], b"error zygote: clone: %s\n" % os.strerror(-pid).encode())
+            os.write(fds[0], STATUS_ERROR + b" zygote: clone: %s\n" % os.strerror(-pid).encode())
         for fd in fds:
             os.close(fd)
 
@@ -143,10 +154,10 @@ def run_init(req, fds, init_binary):
         # program is then born in; the kernel's credentials on the hello
         # tell it PID 1's pid.
         hello = socket.socket(fileno=ctl)
-        hello.sendmsg([b"hello\n"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS,
+        hello.sendmsg([ZYGOTE_HELLO], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS,
                                       struct.pack("3i", os.getpid(), os.getuid(), os.getgid()))])
-        if hello.recv(3) != b"go\n":
-            os._exit(125)
+        if hello.recv(len(ZYGOTE_GO)) != ZYGOTE_GO:
+            os._exit(EXIT_SANDBOX_ERROR)
         hello.detach()
         # The program is PID 1's own child, forked before PID 1 becomes
         # microbox's init, which reaps it.
@@ -156,35 +167,36 @@ def run_init(req, fds, init_binary):
             for fd in (ctl, go_w, start_r, init_binary, null):
                 os.close(fd)  # so that each ends when its other side does
             program(req, run, go_r, start_w)
-        # microbox's init, with its descriptors where init.c wants them
+        # microbox's init, with its descriptors where zygote.h wants them
         # (each copied out of the way first: a target may be another's
-        # source) and no other.
-        want = [null, null, null, ctl, ctl, go_w, start_r, init_binary]
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in want]
-        for target, fd in enumerate(high):
-            os.dup2(fd, target, inheritable=target < 7)
-        report = 4
-        os.closerange(8, 1 << 16)
-        os.execve(7, ["microbox-zygote-init"], {"_MICROBOX_INIT": "zinit"})
+        # source) and no other; the binary's own is closed by its execve.
+        want = {0: null, 1: null, 2: null, PLAN_FD: ctl, STATUS_FD: ctl,
+                ZYGOTE_GO_FD: go_w, ZYGOTE_START_FD: start_r, ZYGOTE_BINARY_FD: init_binary}
+        high = {target: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for target, fd in want.items()}
+        for target, fd in high.items():
+            os.dup2(fd, target, inheritable=target != ZYGOTE_BINARY_FD)
+        report = STATUS_FD
+        os.closerange(max(want) + 1, 1 << 16)
+        os.execve(ZYGOTE_BINARY_FD, ["microbox-zygote-init"], {INIT_ENV: ZYGOTE_INIT})
     except BaseException as e:
-        os.write(report, b"error zygote: start the run's init: %s\n" % str(e).encode())
-    os._exit(125)
+        os.write(report, STATUS_ERROR + b" zygote: start the run's init: %s\n" % str(e).encode())
+    os._exit(EXIT_SANDBOX_ERROR)
 
 
 def program(req, run, go_r, start_w):
     run = socket.socket(fileno=run)
     try:
-        if os.read(go_r, 1) != b"g":  # the init has made the run's mounts
+        if os.read(go_r, 1) != ZYGOTE_GO_BYTE:  # the init has made the run's mounts
             raise OSError("the run's init ended before its mounts were made")
         os.close(go_r)
         sandbox(req)
-        run.send(b"ready")
+        run.send(ZYGOTE_READY)
         spec, fds = receive(run)
         take(spec, fds, run)
         run.detach()  # closed below, with every descriptor of microbox's
     except BaseException as e:
-        os.write(start_w, b"!%s: %s" % (type(e).__name__.encode(), str(e).encode()))
-        os._exit(125)  # the run's init reports why
+        os.write(start_w, ZYGOTE_FAILED + b"%s: %s" % (type(e).__name__.encode(), str(e).encode()))
+        os._exit(EXIT_SANDBOX_ERROR)  # the run's init reports why
     os.write(start_w, b"%d %d" % (spec["timeout_ns"], time.monotonic_ns()))
     os.closerange(3, 1 << 16)  # nothing of microbox's stays open
     run_main(spec)

@@ -113,7 +113,7 @@ func (c *ZygoteChild) fork() error {
 			return err
 		}
 	}
-	if _, err := ctl.Write([]byte("go\n")); err != nil {
+	if _, err := ctl.Write([]byte(zygoteGo)); err != nil {
 		return err
 	}
 	plan := zygotePlan(t.spec, idMapping{programUID: uid, programGID: uid})
@@ -140,15 +140,14 @@ func (t *Template) childRequest(uid int) childRequest {
 // buffer holds the hello and no more: what follows on the stream is PID
 // 1's status.
 func (c *ZygoteChild) hello() error {
-	const hello = "hello\n"
-	buf, oob := make([]byte, len(hello)), make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	buf, oob := make([]byte, len(zygoteHello)), make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	c.ctl.SetReadDeadline(time.Now().Add(SetupTimeout))
 	n, oobn, err := recvmsg(c.ctl, buf, oob)
 	c.ctl.SetReadDeadline(time.Time{})
 	if err != nil {
 		return fmt.Errorf("the template's child did not start: %w", err)
 	}
-	if string(buf[:n]) != hello {
+	if string(buf[:n]) != zygoteHello {
 		return c.failure(buf[:n])
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
@@ -176,7 +175,7 @@ func (c *ZygoteChild) failure(said []byte) error {
 	rest := make([]byte, 1024)
 	n, _ := io.ReadFull(c.ctl, rest)
 	line, _, _ := strings.Cut(string(said)+string(rest[:n]), "\n")
-	if msg, ok := strings.CutPrefix(line, "error "); ok {
+	if msg, ok := strings.CutPrefix(line, statusError+" "); ok {
 		return errors.New(strings.TrimPrefix(msg, "zygote: ")) // the caller says it is the zygote's
 	}
 	return fmt.Errorf("the template's child failed (%q)", line)
@@ -187,8 +186,8 @@ func (c *ZygoteChild) failure(said []byte) error {
 func (c *ZygoteChild) ready() error {
 	c.run.SetReadDeadline(time.Now().Add(SetupTimeout))
 	defer c.run.SetReadDeadline(time.Time{})
-	buf := make([]byte, 5)
-	if _, err := io.ReadFull(c.run, buf); err == nil && string(buf) == "ready" {
+	buf := make([]byte, len(zygoteReady))
+	if _, err := io.ReadFull(c.run, buf); err == nil && string(buf) == zygoteReady {
 		return nil
 	}
 	return c.failure(nil)

@@ -65,7 +65,7 @@ func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 }
 
 // templatePids is a template's jail's pids budget: its PID 1, the
-// template, the pid it skips (init.c: skip_program_pid) and each child's
+// template, the pid it skips (nsinit/pid1.c: skip_program_pid) and each child's
 // PID 1 until it moves to its run's cgroup.
 const templatePids = 3 + ZygoteChildren
 
@@ -116,18 +116,18 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 	}
 	go t.watch()
 	// The template's configuration, with this binary, which its children
-	// exec as their PID 1 (init.c: zygote_init): the template's root need
+	// exec as their PID 1 (nsinit/zygote.c): the template's root need
 	// not have it.
 	exe, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return fmt.Errorf("open microbox's own binary: %w", err)
 	}
 	defer exe.Close()
-	cfg, _ := json.Marshal(map[string]any{"preload": t.key.Preload()})
+	cfg, _ := json.Marshal(templateConfig{Preload: t.key.Preload()})
 	if err := sendmsg(t.ctl, cfg, unix.UnixRights(int(exe.Fd()))); err != nil {
 		return fmt.Errorf("configure the template: %w", err)
 	}
-	var ready struct{ Ready, Error string }
+	var ready templateReady
 	if err := t.receive(&ready, PreloadTimeout); err != nil {
 		return err
 	}

@@ -122,7 +122,7 @@ func (r *Result) SetExit(ws unix.WaitStatus) {
 }
 
 // Exit statuses of `microbox exec` without --json for verdicts that have
-// no exit status of the program's own. nsjail/init.c and the client
+// no exit status of the program's own. nsjail/nsinit (status.h) and the client
 // (cmd/microbox/client.c) use ExitSandboxError too; a test holds them
 // equal.
 const (

@@ -3,7 +3,7 @@
 // over before the Go runtime starts, and exits with the status the server
 // sends back.
 //
-// It runs as an ELF constructor, like the jail's init (nsjail/init.c), and
+// It runs as an ELF constructor, like the jail's init (nsjail/nsinit), and
 // returns, letting Go start and run exec in-process, whenever it cannot
 // hand the run over: no socket, a server that does not answer or answers
 // "run it yourself", a closed descriptor 0, 1 or 2. Nothing of the run has
@@ -24,17 +24,15 @@
 #include <time.h>
 #include <unistd.h>
 
-// What the server (internal/server) and result.ExitSandboxError have too;
-// internal/server/clientc_test.go holds the two sides equal, and wanted's
-// variables too.
-#define SOCKET_ENV "MICROBOX_SOCKET"
-#define DEFAULT_SOCKET "/run/microbox/exec.sock"
-#define SERVE_MAGIC "MBX1" // opens the request; its last byte is the version
-#define SERVE_FALLBACK 0xFFFFFFFFu // the server's "run it yourself"
+#include "mbx1.h"   // the protocol with the server
+#include "nsinit.h" // the jail's init (nsjail/nsinit), for an exec run in-process
+
+// What result.ExitSandboxError has too; internal/server/clientc_test.go
+// holds the two equal, and wanted's variables to the server's.
+#define EXIT_SANDBOX_ERROR 125
 // Set when the client starts this binary again to report a server that
 // died mid-run (client.go: serverLostEnv).
 #define SERVER_LOST_ENV "_MICROBOX_SERVER_LOST"
-#define EXIT_SANDBOX_ERROR 125
 
 // The connection and the signal that came, for the signal handler.
 static int client_sock = -1;
@@ -137,7 +135,7 @@ static int connect_server(const char *path)
 // send_request sends the header with descriptors 0, 1 and 2, then the body.
 static int send_request(int s, const struct buf *b)
 {
-	unsigned char header[8] = { 0, 0, 0, 0, b->len, b->len >> 8, b->len >> 16, b->len >> 24 };
+	unsigned char header[SERVE_HEADER] = { 0, 0, 0, 0, b->len, b->len >> 8, b->len >> 16, b->len >> 24 };
 	_Static_assert(sizeof SERVE_MAGIC == 4 + 1, "the magic is 4 bytes");
 	memcpy(header, SERVE_MAGIC, 4);
 	int fds[3] = { 0, 1, 2 };
@@ -196,11 +194,6 @@ static void set_handlers(void (*h)(int))
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 }
-
-// nsjail/init.c: forks the spawner of an exec run in-process; and the
-// variable that makes a start of this binary the spawner.
-void microbox_prestart_spawner(char **argv);
-extern const char microbox_init_env[];
 
 // server_lost reports a server that ended before the run did, as exec
 // reports any failure before a result: one line on stderr and, with

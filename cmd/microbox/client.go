@@ -5,7 +5,7 @@ package main
 // is started as `microbox exec`, and hands the run to a server if one
 // listens.
 
-// #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
+// #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter -I${SRCDIR}/../../nsjail/nsinit
 // void microbox_unpin(void);
 // int microbox_catch_interrupts(void);
 // extern long long microbox_constructor_ns;

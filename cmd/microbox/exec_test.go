@@ -671,7 +671,7 @@ except OSError as e:
 }
 
 // An in-process exec's spawner is forked before Go starts (client.c, then
-// init.c's microbox_prestart_spawner), and gets what an exec'd one gets: a
+// nsjail/nsinit's microbox_prestart_spawner), and gets what an exec'd one gets: a
 // process group of its own, /dev/null for stdio, its socket, none of
 // microbox's other descriptors and none of its environment or arguments
 // (nor, then, does the jail's PID 1, its fork, whose /proc/1/cmdline the
@@ -694,7 +694,7 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 	defer cmd.Process.Signal(syscall.SIGTERM) // microbox ends the run and removes its cgroup
 	sp := waitForSpawner(t, cmd.Process.Pid)
 	// The forked child sets itself up after the fork: its descriptors come
-	// last, after the wipe and its process group (init.c).
+	// last, after the wipe and its process group (nsinit/spawner.c).
 	const wantFDs = "0→/dev/null 1→/dev/null 2→/dev/null 3→socket"
 	for deadline := time.Now().Add(10 * time.Second); spawnerFDs(sp) != wantFDs && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
@@ -742,7 +742,7 @@ func TestExecSpawnerIsForkedBeforeGo(t *testing.T) {
 
 // A one-shot exec's spawner dies with microbox, even before it has cloned
 // anything: at the EOF on its socket, and by its parent-death signal
-// (init.c) if it were stuck elsewhere.
+// (nsinit/spawner.c) if it were stuck elsewhere.
 func TestExecSpawnerDiesWithMicrobox(t *testing.T) {
 	cmd, _ := startWithFIFOProgram(t)
 	cmd.Env = append(os.Environ(), socketEnv+"=")

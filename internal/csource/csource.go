@@ -80,7 +80,7 @@ func (f *File) String(name string) (string, error) {
 
 // Body is the body of the function name, between its braces: from the
 // first brace after its parameter list to the brace that closes it (braces
-// in strings and character constants do not count).
+// and quotes in strings, character constants and comments do not count).
 func (f *File) Body(name string) (string, error) {
 	head := regexp.MustCompile(`(?m)^[^\n;]*\b` + regexp.QuoteMeta(name) + `\([^)]*\)\s*\{`)
 	loc := head.FindStringIndex(f.text)
@@ -91,6 +91,10 @@ func (f *File) Body(name string) (string, error) {
 	for i := loc[1] - 1; i < len(f.text); i++ {
 		c := f.text[i]
 		switch {
+		case quote == 0 && strings.HasPrefix(f.text[i:], "//"): // a comment's "don't" quotes nothing
+			i += max(strings.IndexByte(f.text[i:], '\n'), 0)
+		case quote == 0 && strings.HasPrefix(f.text[i:], "/*"):
+			i += max(strings.Index(f.text[i:], "*/")+1, 0)
 		case quote != 0 && c == '\\':
 			i++
 		case quote != 0:

@@ -16,6 +16,8 @@ const sample = `#define _GNU_SOURCE
 // wanted is a function with braces in a string.
 static int wanted(const char *e)
 {
+	// a comment's "don't" is no character constant, nor this '{'
+	/* nor "}" these { */
 	if (e[0] == '}')
 		return strcmp(e, "{") == 0;
 	return !strncmp(e, "HOME=", 5);

@@ -13,8 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The constants the client (cmd/microbox/client.c) has too; clientc_test.go
-// holds the two sides equal.
+// MBX1, the protocol between the client (cmd/microbox/client.c) and the
+// server: cmd/microbox/mbx1.h declares it for C, with the request's and the
+// answer's shapes; these constants for Go, and clientc_test.go holds the
+// two sides equal.
 const (
 	// SocketEnv names the server's socket, for the server and for the
 	// client; set to "" it turns the client off.
@@ -24,6 +26,9 @@ const (
 	DefaultSocket = "/run/microbox/exec.sock"
 	// magic opens every request; its last byte is the version.
 	magic = "MBX1"
+	// headerLen is the request's header: the magic and the body's
+	// length, sent with the client's descriptors 0, 1 and 2.
+	headerLen = 8
 	// fallback answers a client the server will not serve: it runs
 	// in-process instead.
 	fallback = 0xFFFFFFFF
@@ -88,7 +93,7 @@ func readRequest(conn *net.UnixConn) (*Request, error) {
 		return nil, err
 	}
 	req := &Request{PID: int(cred.Pid)}
-	header := make([]byte, 8)
+	header := make([]byte, headerLen)
 	oob := make([]byte, unix.CmsgSpace(4*4)) // room to see a fourth fd
 	n, oobn, _, _, err := conn.ReadMsgUnix(header, oob)
 	if err != nil {

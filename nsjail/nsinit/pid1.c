@@ -1,0 +1,350 @@
+// A jail's PID 1 (jail_init): cloned by the spawner into the jail's
+// namespaces, it waits for the supervisor's go, becomes the jail's root,
+// carries out the plan's two parts (plan.c), starts the program (pid 2),
+// reports its start and end (status.h), holds its deadline and reaps.
+//
+// Why an init at all: the program must not be PID 1 of its namespace, where
+// the kernel drops signals that have no handler (a SIGSEGV it raises on itself
+// would be ignored) and where its death would be the end of every process.
+// This init is PID 1 instead: it reaps orphans, reports the program's status,
+// and exits when the program does, which makes the kernel kill whatever the
+// program left behind. The supervisor kills the whole tree by killing init.
+
+#include "init.h"
+
+static void write_proc(const char *path, const char *data)
+{
+	if (write_text(path, data) < 0)
+		die("write %s", path);
+}
+
+// enter_nested_userns gives a rootless jail's program a user namespace of
+// its own in which it is prog->uid, so it is not root even inside the jail.
+static void enter_nested_userns(struct program *prog)
+{
+	uid_t outer_uid = getuid();
+	gid_t outer_gid = getgid();
+	char map[64];
+	if (unshare(CLONE_NEWUSER) < 0)
+		die("unshare user namespace for the program");
+	write_proc("/proc/self/setgroups", "deny");
+	snprintf(map, sizeof map, "%u %u 1", prog->uid, outer_uid);
+	write_proc("/proc/self/uid_map", map);
+	snprintf(map, sizeof map, "%u %u 1", prog->gid, outer_gid);
+	write_proc("/proc/self/gid_map", map);
+}
+
+static void drop_privileges(struct program *prog)
+{
+	// A new user namespace starts with a full bounding set, so the nested
+	// one (rootless) is entered before the bounding set is emptied.
+	if (prog->nested_userns)
+		enter_nested_userns(prog);
+	// The bounding set can only shrink while CAP_SETPCAP is still held.
+	for (int cap = 0; cap <= 63; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+			continue;
+		if (errno == EINVAL) // past the kernel's last capability
+			break;
+		die("drop capability %d from the bounding set", cap);
+	}
+	if (!prog->nested_userns) {
+		if (prog->setgroups && setgroups(0, NULL) < 0)
+			die("setgroups");
+		if (setresgid(prog->gid, prog->gid, prog->gid) < 0)
+			die("setresgid %u", prog->gid);
+		if (setresuid(prog->uid, prog->uid, prog->uid) < 0)
+			die("setresuid %u", prog->uid);
+	}
+	// setresuid away from 0 clears the effective and permitted sets; the
+	// creator of the nested namespace holds a full set there: clear all
+	// three explicitly either way.
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		die("capset");
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		die("clear ambient capabilities");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		die("set no_new_privs");
+}
+
+// close_extra_fds marks every fd above 2 close-on-exec, so only stdin, stdout
+// and stderr reach the program while the exec-error pipe still works.
+static void close_extra_fds(void)
+{
+	if (syscall(SYS_close_range, 3, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */) == 0)
+		return;
+	for (int fd = 3; fd < 65536; fd++)
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+// set_rlimit gives the program a limit, never above the hard limit it has
+// from microbox (raising that needs a privilege no jail has): a lower
+// limit than asked is a tighter one.
+static void set_rlimit(int res, struct rlimit lim)
+{
+	struct rlimit have;
+	if (getrlimit(res, &have) == 0 && have.rlim_max != RLIM_INFINITY && lim.rlim_max > have.rlim_max) {
+		lim.rlim_max = have.rlim_max;
+		if (lim.rlim_cur > lim.rlim_max)
+			lim.rlim_cur = lim.rlim_max;
+	}
+	if (setrlimit(res, &lim) < 0)
+		die("setrlimit %d", res);
+}
+
+// start_program runs in the program's process (pid 2), before its execve,
+// and never returns.
+static void start_program(struct program *prog, int errpipe)
+{
+	// Dumpable again, as execve would make it anyway: a rootless program
+	// must write its own /proc/self/uid_map, which a non-dumpable process
+	// whose memory dates from the host's user namespace may not. (Only a
+	// forked program: a vfork'ed one shares PID 1's memory, see
+	// spawn_program.)
+	if (prog->nested_userns)
+		prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	if (setsid() < 0) // no controlling terminal: TIOCSTI (CVE-2017-5226)
+		die("setsid");
+	close_extra_fds();
+	// A zygote's template (nsjail/zygote.py) runs only microbox's code
+	// and the operator's preloads; it needs the jail's root to give each
+	// run's fork namespaces and mounts of its own, and drops it there.
+	if (!prog->keep_root)
+		drop_privileges(prog);
+	for (int i = 0; i < prog->nrlimits; i++)
+		set_rlimit(prog->rlimits[i].res, prog->rlimits[i].lim);
+	if (chdir(prog->cwd) < 0)
+		die("chdir %s", prog->cwd);
+	if (prog->has_seccomp &&
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog->seccomp) < 0)
+		die("load seccomp filter");
+	execve(prog->path, prog->argv, prog->envp);
+	int err = errno;
+	(void)!write(errpipe, &err, sizeof err);
+	_exit(127);
+}
+
+static void exec_failed(const char *path, int err) __attribute__((noreturn));
+static void exec_failed(const char *path, int err)
+{
+	errno = err;
+	die("exec %s", path);
+}
+
+// become_jail_root runs in the jail's PID 1 once its id maps are written:
+// it makes it the jail's root (the creator's capabilities in the new user
+// namespace stay; files it creates must be owned by a mapped id).
+static void become_jail_root(const struct jail *j)
+{
+	if (!strcmp(j->setgroups, "allow") && setgroups(0, NULL) < 0)
+		die("setgroups in the jail");
+	if (setresgid(0, 0, 0) < 0)
+		die("setresgid 0 in the jail");
+	if (setresuid(0, 0, 0) < 0)
+		die("setresuid 0 in the jail");
+}
+
+// watch_supervisor ties PID 1 to the supervisor, its parent: if the
+// supervisor dies, SIGKILL ends PID 1 and with it the whole namespace. Set
+// after the credentials changed (which clears it); the supervisor's end of
+// the sync pipe, which it keeps until the jail's teardown, still open
+// proves it did not die before.
+static void watch_supervisor(void)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		die("set parent-death signal");
+	struct pollfd pfd = { .fd = SYNC_FD, .events = POLLIN };
+	if (poll(&pfd, 1, 0) < 0)
+		die("poll sync");
+	if (pfd.revents & (POLLHUP | POLLERR))
+		_exit(EXIT_SANDBOX_ERROR);
+	close(SYNC_FD);
+}
+
+struct spawn_args {
+	struct program *prog;
+	int *errpipe;
+};
+
+static int program_main(void *arg)
+{
+	struct spawn_args *a = arg;
+	close(a->errpipe[0]);
+	start_program(a->prog, a->errpipe[1]);
+	return 127;
+}
+
+// spawn_program starts the program's process. PID 1 is suspended until
+// the program has called execve (CLONE_VFORK) and lends it its memory
+// (CLONE_VM) rather than a copy: a fork would copy PID 1's page tables and
+// then take a copy-on-write fault, with a TLB flush, for every page either
+// side touched before the exec, dear in virtual machines. A rootless
+// program is still forked: it must be dumpable to map its own ids, and
+// dumpability belongs to the memory, which PID 1 must keep non-dumpable.
+static pid_t spawn_program(struct program *prog, int errpipe[2])
+{
+	if (prog->nested_userns) {
+		pid_t child = fork();
+		if (child == 0) {
+			close(errpipe[0]);
+			start_program(prog, errpipe[1]);
+		}
+		return child;
+	}
+	static char stack[64 * 1024] __attribute__((aligned(16)));
+	struct spawn_args a = { prog, errpipe };
+	return clone(program_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+}
+
+// PID 1 enforces the wall-clock limit itself, as well as the supervisor:
+// a supervisor that is stopped (SIGSTOP), starved or swapped out must not
+// stretch a run's time. When the program's time is up, SIGALRM interrupts
+// PID 1's wait, and PID 1 kills every other process of its namespace.
+static volatile sig_atomic_t deadline_passed;
+
+static void on_deadline(int sig)
+{
+	deadline_passed = 1;
+}
+
+// arm_deadline starts the timer for the program's timeout; SIGALRM must
+// interrupt wait4, so its handler is installed without SA_RESTART.
+void arm_deadline(uint64_t timeout_ns)
+{
+	if (timeout_ns == 0)
+		return;
+	struct sigaction sa = { .sa_handler = on_deadline };
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) < 0)
+		die("install the deadline's handler");
+	struct itimerval it = { .it_value = {
+		.tv_sec = timeout_ns / 1000000000ull,
+		.tv_usec = (timeout_ns % 1000000000ull) / 1000 + 1,
+	} };
+	if (setitimer(ITIMER_REAL, &it, NULL) < 0)
+		die("set the deadline");
+}
+
+// skip_program_pid makes a zygote's template other than pid 2, which is
+// each of its runs' programs' pid in their own namespaces: OpenSSL (and
+// any library keyed on getpid()) tells a fork by its pid changing, and a
+// run with the template's pid would go on with the template's random
+// stream. Pids are given in turn, so a child that ends at once takes 2.
+static void skip_program_pid(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+		die("take pid 2 for the template's runs");
+}
+
+// jail_init is PID 1 of the new namespaces: it waits for the supervisor's
+// go, builds the jail, waits for its run, starts the program, reports and
+// reaps. It never returns.
+
+void jail_init(const struct jail *j)
+{
+	static struct program prog;
+	char go;
+	ssize_t r;
+	// The supervisor says go once the id maps are written and, on cgroup
+	// v1, once it has moved PID 1 into the run's cgroup.
+	while ((r = read(SYNC_FD, &go, 1)) < 0 && errno == EINTR)
+		;
+	if (r != 1)
+		_exit(EXIT_SANDBOX_ERROR); // the supervisor gave up on this jail
+	// Not dumpable: nothing of PID 1 is for the program to read later
+	// (/proc/1/*). Only now, since a non-dumpable process's uid_map is
+	// root's, and a rootless spawner had to write it.
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	become_jail_root(j);
+	watch_supervisor();
+	// The cgroup namespace is rooted at the cgroup PID 1 is in when it is
+	// made: the run's, which on v1 it only joined after the clone.
+	if ((j->clone_flags & CLONE_NEWCGROUP) && unshare(CLONE_NEWCGROUP) < 0)
+		die("unshare the cgroup namespace");
+	size_t nearly;
+	struct step *early = read_steps(&nearly);
+	phase("jail-plan-read");
+	prog.cwd = "/";
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die("make mounts private");
+	for (size_t i = 0; i < nearly; i++)
+		run_step(early[i].a, early[i].n, &prog);
+	status(STATUS_READY);
+	size_t count;
+	struct step *steps = read_steps(&count);
+	close(PLAN_FD);
+	phase("plan-read");
+	for (size_t i = 0; i < count; i++)
+		run_step(steps[i].a, steps[i].n, &prog);
+	if (!prog.path)
+		die("plan: no program");
+	phase("exec");
+
+	int errpipe[2];
+	if (pipe2(errpipe, O_CLOEXEC) < 0)
+		die("pipe");
+	if (prog.keep_root)
+		skip_program_pid();
+	pid_t child = spawn_program(&prog, errpipe);
+	if (child < 0)
+		die("start the program");
+	// The vfork'ed program changed its credentials while it shared PID 1's
+	// memory, and a change of credentials resets that memory's dumpable
+	// flag to fs.suid_dumpable: undo it.
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	close(errpipe[1]);
+	int err;
+	while ((r = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)
+		;
+	if (r == sizeof err)
+		exec_failed(prog.path, err);
+	close(errpipe[0]);
+	status(STATUS_START " %llu", (unsigned long long)now_ns());
+	arm_deadline(prog.timeout_ns);
+	// Init keeps no end of the program's pipes: EOF on them is the program's.
+	close(0);
+	close(1);
+	close(2);
+	reap_program(child);
+}
+
+// reap_program is PID 1's last part: it reaps every process of its
+// namespace and reports how the program, child, ended; at its deadline
+// (arm_deadline) it kills the namespace. It never returns.
+void reap_program(pid_t child)
+{
+	int killed = 0;
+	for (;;) {
+		int st;
+		struct rusage ru;
+		pid_t pid = wait4(-1, &st, __WALL, &ru);
+		int err = errno;
+		if (deadline_passed && !killed) {
+			kill(-1, SIGKILL); // every process of the namespace but PID 1
+			killed = 1;
+		}
+		if (pid < 0 && err == EINTR)
+			continue;
+		errno = err;
+		if (pid < 0)
+			die("wait for the program");
+		if (pid == child) {
+			unsigned long long cpu_us =
+				(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
+				ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+			// "wall" when the program's end is PID 1's own kill for the
+			// deadline.
+			status(STATUS_EXIT " %d %llu %llu %ld%s", st, (unsigned long long)now_ns(),
+			       cpu_us, ru.ru_maxrss, killed ? " " STATUS_WALL : "");
+			// Returning from PID 1 ends the namespace: the kernel kills
+			// whatever the program left behind.
+			_exit(0);
+		}
+	}
+}

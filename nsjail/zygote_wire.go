@@ -1,0 +1,26 @@
+package nsjail
+
+// The protocol of a zygote's run, between the supervisor (zygote.go), the
+// template and its forks (zygote.py) and the run's PID 1 (nsinit/zygote.c):
+// nsinit/zygote.h says who says what on which descriptor, and declares it
+// for C, zygote.py's first lines for Python, this file for Go;
+// initc_test.go holds the three equal. The JSON messages are templateConfig
+// and templateReady here, childRequest and runRequest in zygote.go.
+const (
+	zygoteHello = "hello\n" // the run's PID 1, with its credentials
+	zygoteGo    = "go\n"    // the supervisor: PID 1 is in the run's cgroup
+	zygoteReady = "ready"   // the program: sandboxed, it waits for its run
+)
+
+// templateConfig is the supervisor's first message to a template, with
+// this binary's descriptor: the modules it imports first.
+type templateConfig struct {
+	Preload []string `json:"preload"`
+}
+
+// templateReady is the template's answer, once it has imported them: its
+// Python's version, or why a preload failed.
+type templateReady struct {
+	Ready string `json:"ready"`
+	Error string `json:"error"`
+}
