@@ -24,6 +24,7 @@ import (
 // are every task's defaults, and the batch's own.
 type batchFlags struct {
 	execFlags
+	ceilings ceilingFlags
 	pool     poolFlags
 	output   string
 	order    string
@@ -91,6 +92,7 @@ flushed, and no process or cgroup is left behind.`,
 		},
 	}
 	f.sandboxFlags(c)
+	f.ceilings.register(c, "batch")
 	f.pool.register(c)
 	fl := c.Flags()
 	fl.StringVarP(&f.output, "output", "o", "-", `write results to this file ("-": stdout)`)
@@ -132,15 +134,15 @@ func (p *poolFlags) check() error {
 }
 
 // newPool is the pool of workers whose tasks start from base and, if
-// given, the policy layers (eval's); the layers a task asks for keep the
+// given, the policy layers (eval's), within limits; the layers a task asks for keep the
 // module policy's bytecode in the user's cache, as exec does.
-func (p *poolFlags) newPool(base nsjail.Options, given *policy.Options) (*batch.Pool, error) {
+func (p *poolFlags) newPool(base nsjail.Options, given *policy.Options, limits batch.Limits) (*batch.Pool, error) {
 	layers := policy.Options{}
 	if given != nil {
 		layers = *given
 	}
 	layers.PID, layers.CacheDir = os.Getpid(), processInvocation().cacheDir()
-	pool, err := batch.NewPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers})
+	pool, err := batch.NewPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers, Limits: limits})
 	return pool, flagError(err)
 }
 
@@ -192,6 +194,10 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	limits, err := f.ceilings.limits(c, base)
+	if err != nil {
+		return err
+	}
 	name := "-"
 	if len(args) == 1 {
 		name = args[0]
@@ -207,7 +213,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	}
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
-	p, err := f.pool.newPool(base, nil)
+	p, err := f.pool.newPool(base, nil, limits)
 	if err != nil {
 		return err
 	}

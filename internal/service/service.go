@@ -30,6 +30,8 @@ type Config struct {
 	// spell the fields a task cannot set); Layers the policy layers'.
 	Base   nsjail.Options
 	Layers policy.Options
+	// Limits are the ceilings of what a task may ask for.
+	Limits batch.Limits
 	// Concurrency is how many runs go at once; Queue how many more may
 	// wait for a slot.
 	Concurrency, Queue int
@@ -72,7 +74,7 @@ func (s *Service) Prepare(ctx context.Context, t *batch.Task) (*batch.Run, error
 	if err := t.CheckRemote(); err != nil {
 		return nil, err
 	}
-	return batch.Prepare(ctx, s.cfg.Base, s.cfg.Layers, t)
+	return batch.Prepare(ctx, s.cfg.Base, s.cfg.Layers, s.cfg.Limits, t)
 }
 
 // NotRun is the result of a task that could not be built for a reason of
@@ -207,7 +209,7 @@ func (s *Service) Batch(ctx context.Context, in io.Reader, out io.Writer, o Batc
 		jobs = o.Jobs
 	}
 	pool, err := batch.NewPool(s.cfg.Base, batch.PoolOptions{Jobs: jobs, Layers: s.cfg.Layers, Remote: true,
-		Run: s.batchRunner(client)})
+		Limits: s.cfg.Limits, Run: s.batchRunner(client)})
 	if err != nil {
 		return err
 	}
