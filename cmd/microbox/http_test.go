@@ -412,7 +412,7 @@ func TestHTTPBadRequests(t *testing.T) {
 		{"POST", "/v1/runs", `{"file": "/etc/shadow"}`, 400, `"file" names a file on the server's host`},
 		{"POST", "/v1/runs", `{"code": "` + strings.Repeat("x", 2000) + `"}`, 413, "over 1024 bytes"},
 		{"POST", "/v1/runs?wait=maybe", `{"code": "1"}`, 400, "wait="},
-		{"POST", "/v1/runs", `{"code": "1", "tmpfs_size": "1G"}`, 400, `"tmpfs_size" (1073741824 bytes) exceeds "mem"`},
+		{"POST", "/v1/runs", `{"code": "1", "tmpfs_size": "64M", "mem": "32M"}`, 400, `"tmpfs_size" (67108864 bytes) exceeds "mem"`},
 		{"GET", "/v1/runs", "", 405, "use POST"},
 		{"POST", "/v2/everything", "", 404, "no such endpoint"},
 		{"POST", "/v1/batch?order=random", "", 400, "order="},

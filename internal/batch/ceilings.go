@@ -138,9 +138,12 @@ func NewLimits(frontEnd string, base nsjail.Options, given map[string]string) (L
 			return l, fmt.Errorf("--max-%s %s: give at most %s", c.Name, text, c.format(c.Hard))
 		}
 		if c.field != nil {
-			if own := c.baseValue(base); own > v {
-				return l, field.Errorf(c.field.Name, "--max-%s %s is under {%s} %s, which every task that leaves %q alone gets: raise --max-%s or lower {%s}",
-					c.Name, text, c.field.Name, c.format(own), c.Key, c.Name, c.field.Name)
+			// A base with no limit (cpu_time 0) keeps its own: the
+			// ceiling bounds what a task asks for.
+			if own := c.baseValue(base); own > v && !math.IsInf(own, 1) {
+				name := "{" + c.field.Name + "}"
+				return l, field.Errorf(c.field.Name, "--max-%s %s is under "+name+" %s, which every task that leaves %q alone gets: raise --max-%s or lower "+name,
+					c.Name, text, c.format(own), c.Key, c.Name)
 			}
 		}
 		l.values[c.Name] = v
@@ -198,20 +201,33 @@ func formatSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// baseValue is a limit's value in o, as the ceiling compares it (+Inf for
-// a 0 that means none).
-func (c *Ceiling) baseValue(o nsjail.Options) float64 {
-	v := reflect.ValueOf(o).FieldByName(c.field.Name)
-	var f float64
-	if v.CanFloat() {
-		f = v.Float()
-	} else {
-		f = float64(v.Int())
-	}
+// asked is a limit's value in o, a task's options, as a ceiling
+// compares it (+Inf for a 0 that means none).
+func (c *Ceiling) asked(o nsjail.Options) float64 {
+	f := c.raw(o)
 	if f == 0 && c.field.ZeroIsNone {
 		return math.Inf(1)
 	}
 	return f
+}
+
+// baseValue is a limit's value in the base, as the ceiling it is by
+// default: +Inf where the base has none (a 0: cpu_time's none, or a
+// cgroup's limit under NoCgroup, which refuses any).
+func (c *Ceiling) baseValue(base nsjail.Options) float64 {
+	if f := c.raw(base); f != 0 {
+		return f
+	}
+	return math.Inf(1)
+}
+
+// raw is a limit's field in o as a number.
+func (c *Ceiling) raw(o nsjail.Options) float64 {
+	v := reflect.ValueOf(o).FieldByName(c.field.Name)
+	if v.CanFloat() {
+		return v.Float()
+	}
+	return float64(v.Int())
 }
 
 // Value is the ceiling named name (a Ceiling's Name) in force, for tasks
@@ -274,7 +290,7 @@ func (l Limits) check(base, o nsjail.Options, t *Task) error {
 			if !v.IsValid() {
 				continue
 			}
-			asked := c.baseValue(o)
+			asked := c.asked(o)
 			if asked > ceiling {
 				what := fmt.Sprintf("%q %v is", c.Key, v.Elem().Interface())
 				if math.IsInf(asked, 1) {
