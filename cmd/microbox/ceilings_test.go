@@ -43,9 +43,12 @@ func TestCeilingsHTTP(t *testing.T) {
 	if r := s.runTask(t, `{"code": "print(1)", "mem": "128M", "timeout": 5, "cpus": 0.5, "pids": 64, "output_limit": "4K"}`); r.Status != "ok" {
 		t.Errorf("lower limits: %+v", r)
 	}
+	// Messages to a task's caller speak its keys, never the server's flags.
+	code, body := s.post(t, "/v1/runs", `{"code": "print(1)", "preload": ["json"]}`)
+	wantError(t, code, body, http.StatusBadRequest, `"preload" needs "zygote"`)
 	// SandboxFusion's fields, by their names: 2^44+1 MiB would wrap into
 	// a 1 MiB limit in bytes.
-	code, body := s.post(t, "/run_code", `{"code": "print(1)", "language": "python", "memory_limit_MB": 17592186044417}`)
+	code, body = s.post(t, "/run_code", `{"code": "print(1)", "language": "python", "memory_limit_MB": 17592186044417}`)
 	wantError(t, code, body, http.StatusBadRequest, `"memory_limit_MB" 17592186044417 is over this server's ceiling 256: ask for at most 256, or start the server with --max-mem`)
 	code, body = s.post(t, "/run_code", `{"code": "print(1)", "language": "python", "run_timeout": 86400}`)
 	wantError(t, code, body, http.StatusBadRequest, `"run_timeout" 86400 is over this server's ceiling 10`)
