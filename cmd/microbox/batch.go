@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -61,10 +62,16 @@ absent or "-"):
    "files": {"name": "content"}, "env": {"K": "V"}, "mem": "256M",
    "timeout": "3s", "cpu_time": "1s", "cpus": 1, "pids": 128, "output_limit": "1M",
    "tmpfs_size": "64M", "workdir": "/tmp", "deny_modules": [...], "allow_modules": [...],
-   "guard": "humaneval", "redact": true, "redact_patterns": ["NAME=REGEX"], "max_risk": N}
+   "guard": "humaneval", "redact": true, "redact_patterns": ["NAME=REGEX"], "max_risk": N,
+   "zygote": true, "zygote_fallback": true, "preload": ["numpy"]}
+
+` + taskKeysHelp() + `
 
 Unset fields take the values of the flags below (exec's flags, exec's
-defaults). Sizes and durations may also be numbers (bytes, seconds). Each
+defaults), which are also ceilings: a task may lower a limit, not raise it
+past its --max-* flag (by default the flag's own value); a line over a
+ceiling gets a result whose error names the key, the value and the
+ceiling. Sizes and durations may also be numbers (bytes, seconds). Each
 result is exec's --json object with the task's "id" and input "line" first.
 A line that is not a valid task gets a sandbox_error result naming the
 problem; the batch goes on. Blank lines are skipped.
@@ -101,6 +108,15 @@ flushed, and no process or cgroup is left behind.`,
 	fl.StringVar(&f.maxHeld, "max-held", "256M", "with --order input, how many bytes of results may be held ahead of the oldest unfinished task (bounds memory)")
 	fl.IntVar(&f.skip, "skip", 0, "pass over the input's first N lines (to go on after a stopped batch's last result, whose \"line\" is N); results keep the input's line numbers")
 	return c
+}
+
+// taskKeysHelp lists a task line's keys, from their declaration.
+func taskKeysHelp() string {
+	var keys []string
+	for _, f := range batch.FieldsIn(batch.InLine) {
+		keys = append(keys, f.Key)
+	}
+	return "Keys: " + strings.Join(keys, ", ") + "."
 }
 
 // register adds the pool's flags to c.

@@ -50,7 +50,7 @@ func ceilingList() []Ceiling {
 	for i := range Fields {
 		if f := &Fields[i]; f.Ceiling {
 			list = append(list, Ceiling{Name: f.Flag, Key: f.Key, Kind: f.Kind, field: f,
-				Doc: fmt.Sprintf("the most a task may ask for as %q (default: the server's --%s; a task may lower its limits, not raise them)", f.Key, f.Flag)})
+				Doc: fmt.Sprintf("the most a task may ask for as %q (default: --%s's value: a task may lower its limits, not raise them)", f.Key, f.Flag)})
 		}
 	}
 	str := func(p *string) (int, bool) {
