@@ -167,3 +167,19 @@ type policyOrOptions struct { // the two structs a task sets
 }
 
 type nsjailOptions = nsjail.Options
+
+// eval's runs take their limits from eval's own flags (MBPP's timeout is
+// one per assert, summed): only the ceilings of what its samples send
+// apply.
+func TestCeilingsEval(t *testing.T) {
+	limits, err := NewLimits("eval", testBase(t), map[string]string{"code": "1K"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prepare(t, limits, `{"code": "1", "timeout": 60}`); err != nil {
+		t.Errorf("eval's own timeout: %v", err)
+	}
+	if err := prepare(t, limits, `{"code": "`+strings.Repeat("1", 2000)+`"}`); err == nil || !strings.HasSuffix(err.Error(), "run the eval with --max-code") {
+		t.Errorf("code over eval's --max-code: %v", err)
+	}
+}
