@@ -252,16 +252,6 @@ func (l Limits) value(c *Ceiling, base nsjail.Options) float64 {
 	return v
 }
 
-// Format writes the ceiling named name's value v as its flag would.
-func (l Limits) Format(name string, v float64) string {
-	for _, c := range Ceilings {
-		if c.Name == name {
-			return c.format(v)
-		}
-	}
-	return fmt.Sprint(v)
-}
-
 // Over is the message for a task over a ceiling: what it asks for
 // (`"mem" 1g is`, or for data `"code" is 20000000 bytes,`), the ceiling, and
 // how to get past it.
