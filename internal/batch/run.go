@@ -22,9 +22,10 @@ type Run struct {
 
 // Prepare applies the task to a copy of base (prepared options) and of
 // layers (the layers' settings every task starts from: cache directory,
-// audit log), refusing it over one of limits' ceilings. Its error is spelled as the task's errors are (its own
-// keys, else base's FieldNames); IsBadInput tells a fault of the task's
-// from one of microbox's.
+// audit log), refusing it over one of limits' ceilings. Its error is
+// spelled as the task's errors are (its own keys, else base's
+// FieldNames); IsBadInput tells a fault of the task's from one of
+// microbox's.
 func Prepare(ctx context.Context, base nsjail.Options, layers policy.Options, limits Limits, t *Task) (*Run, error) {
 	names := t.fieldNames(base.FieldNames)
 	spell := func(err error) error {
