@@ -74,8 +74,11 @@ type Quantity struct {
 
 // String is the quantity as the task wrote it.
 func (q Quantity) String() string {
-	if q.number != nil {
-		return strconv.FormatFloat(*q.number, 'g', -1, 64)
+	if n := q.number; n != nil {
+		if *n == math.Trunc(*n) && math.Abs(*n) < 1e15 {
+			return strconv.FormatFloat(*n, 'f', -1, 64) // 536870912, not 5.36870912e+08
+		}
+		return strconv.FormatFloat(*n, 'g', -1, 64)
 	}
 	return q.text
 }
