@@ -186,7 +186,7 @@ class RunBatchTest(unittest.TestCase):
         marker = "time.sleep(30.%d)" % os.getpid()  # names this test's programs
         tasks = [{"id": i, "code": "import time; " + marker, "timeout": 60} for i in range(4)]
         tasks.insert(0, {"id": "quick", "code": "pass"})
-        it = run_batch(tasks, jobs=2)
+        it = run_batch(tasks, jobs=2, max_timeout="60s")  # the tasks' timeout is over the default ceiling
         self.assertEqual(next(it).id, "quick")
         while not sleepers(marker):  # the next runs have started
             time.sleep(0.02)
