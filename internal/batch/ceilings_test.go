@@ -32,6 +32,8 @@ func TestCeilings(t *testing.T) {
 	for line, want := range map[string][]string{
 		`{"code": "1", "mem": "999999T"}`:                      {`"mem" 999999T is over this server's ceiling 256M`, "--max-mem"},
 		`{"code": "1", "timeout": 86400}`:                      {`"timeout" 86400 is over this server's ceiling 10s`, "--max-timeout"},
+		`{"code": "1", "timeout": 1e300}`:                      {`"timeout" 1e+300 is over this server's ceiling 10s`, "--max-timeout"},
+		`{"code": "1", "mem": 1e300}`:                          {`"mem" 1e+300 is over this server's ceiling 256M`, "--max-mem"},
 		`{"code": "1", "cpus": 1e300}`:                         {`"cpus" 1e+300 is over this server's ceiling 1`, "--max-cpus"},
 		`{"code": "1", "cpus": 1e19}`:                          {`"cpus" 1e+19 is over`, "--max-cpus"},
 		`{"code": "1", "pids": 100000}`:                        {`"pids" 100000 is over this server's ceiling 128`, "--max-pids"},

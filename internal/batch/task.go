@@ -102,26 +102,34 @@ func (q *Quantity) UnmarshalJSON(b []byte) error {
 }
 
 // duration reads q as the duration of Options' field name; a number is
-// seconds.
+// seconds. One past what a Duration holds is its most, which the
+// ceilings and Options' ranges refuse by name.
 func (q *Quantity) duration(name string) (time.Duration, error) {
 	if q.number == nil {
 		return nsjail.ParseDuration(name, q.text)
 	}
 	n := *q.number
-	if n < 0 || math.IsInf(n, 0) || n*float64(time.Second) > math.MaxInt64 {
+	if n < 0 {
 		return 0, field.Errorf(name, "{"+name+"} %v: give a non-negative number of seconds", n)
+	}
+	if n*float64(time.Second) >= math.MaxInt64 {
+		return math.MaxInt64, nil
 	}
 	return time.Duration(n * float64(time.Second)), nil
 }
 
-// size reads q as the size of Options' field name; a number is bytes.
+// size reads q as the size of Options' field name; a number is bytes,
+// its most past what an int64 holds.
 func (q *Quantity) size(name string) (int64, error) {
 	if q.number == nil {
 		return nsjail.ParseSize(name, q.text)
 	}
 	n := *q.number
-	if n <= 0 || n != math.Trunc(n) || n > math.MaxInt64/2 {
+	if n <= 0 || n != math.Trunc(n) {
 		return 0, field.Errorf(name, "{"+name+"} %v: give a positive whole number of bytes", n)
+	}
+	if n >= math.MaxInt64 {
+		return math.MaxInt64, nil // as a duration's
 	}
 	return int64(n), nil
 }
