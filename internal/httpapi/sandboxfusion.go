@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -153,7 +154,11 @@ func checkRunTimeout(secs float64, base nsjail.Options, limits batch.Limits) err
 // ceiling, naming memory_limit_MB: in MiB, as the caller wrote it (a
 // number past what bytes in an int64 hold would wrap into a tiny limit).
 func checkMemoryLimitMB(mb int64, base nsjail.Options, limits batch.Limits) error {
-	ceiling := int64(limits.Value("mem", base)) >> 20
+	bytes := limits.Value("mem", base)
+	if math.IsInf(bytes, 1) {
+		return nil // a server with no cgroup: Options refuses any memory limit
+	}
+	ceiling := int64(bytes) >> 20
 	if mb > ceiling {
 		return errors.New(limits.Over(fmt.Sprintf(`"memory_limit_MB" %d is`, mb), "mem", strconv.FormatInt(ceiling, 10)))
 	}
