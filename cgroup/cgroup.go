@@ -329,9 +329,35 @@ func hostHasSwap() bool {
 
 // cpuQuota turns a bandwidth in cores into a CFS quota per 100 ms period.
 func cpuQuota(cpus float64) (quota, period int64) {
-	period = 100000
-	return int64(cpus * float64(period)), period
+	return int64(cpus * float64(cpuPeriod)), cpuPeriod
 }
+
+// The kernel's range of a CFS quota, in microseconds per cpuPeriod: at
+// least 1 ms, at most 2^44-1 µs (sched/core.c's max_cfs_runtime); it
+// refuses a write outside it, and a bandwidth past what an int64 quota
+// holds would overflow into no limit at all. MinCPUs and MaxCPUs are the
+// range in cores.
+const (
+	cpuPeriod   = 100000
+	minCPUQuota = 1000
+	maxCPUQuota = 1<<44 - 1
+	MinCPUs     = float64(minCPUQuota) / cpuPeriod
+	MaxCPUs     = float64(maxCPUQuota) / cpuPeriod
+)
+
+// CPUsInRange reports whether a bandwidth of cpus cores makes a quota the
+// kernel takes.
+func CPUsInRange(cpus float64) bool {
+	if !(cpus >= MinCPUs && cpus <= MaxCPUs) { // NaN too
+		return false
+	}
+	quota, _ := cpuQuota(cpus)
+	return quota >= minCPUQuota && quota <= maxCPUQuota
+}
+
+// MaxPids is the most pids.max takes: the kernel's PID_MAX_LIMIT, more
+// processes than any host can have.
+const MaxPids = 4 << 20
 
 func fileExists(path string) bool {
 	_, err := os.Stat(path)

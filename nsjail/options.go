@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -221,6 +222,9 @@ func (o *Options) Spec() (*Spec, error) {
 		Before:      o.Before,
 		FieldNames:  o.FieldNames,
 	}
+	if err := o.CheckRanges(); err != nil {
+		return nil, err
+	}
 	var err error
 	if s.Cgroup, err = o.Cgroup(); err != nil {
 		return nil, err
@@ -299,6 +303,9 @@ func (o *Options) Cgroup() (*cgroup.Options, error) {
 	if o.CPUs <= 0 {
 		return nil, field.Errorf("CPUs", "{CPUs} %v: give a positive number of cores, e.g. 1 or 0.5", o.CPUs)
 	}
+	if !cgroup.CPUsInRange(o.CPUs) {
+		return nil, field.Errorf("CPUs", "{CPUs} %v is outside the kernel's range: give %v to %.0f cores (a CPU quota of at least 1 ms per 100 ms), e.g. 1 or 0.5", o.CPUs, cgroup.MinCPUs, math.Floor(cgroup.MaxCPUs))
+	}
 	if o.Pids < MinPids {
 		return nil, field.Errorf("Pids", "{Pids} %d: give a process limit of at least %d (the jail's init and the program), e.g. 128", o.Pids, MinPids)
 	}
@@ -311,6 +318,42 @@ func (o *Options) Cgroup() (*cgroup.Options, error) {
 // MinPids is the smallest process limit a run can start with: the jail's
 // init and the program.
 const MinPids = 2
+
+// The largest limits any run may have, whoever asks: past them a limit
+// is out of the kernel's range (a pids.max over cgroup.MaxPids is refused
+// by cgroupfs) or so large that it would mean no limit (a memory.max of
+// exabytes), and a time that would not be a run's. CPUs has the kernel's
+// range (cgroup.CPUsInRange).
+const (
+	MaxSize     = 1 << 50 // bytes: Memory, TmpfsSize, OutputLimit (1 PiB)
+	MaxDuration = 30 * 24 * time.Hour
+)
+
+// CheckRanges refuses a limit outside the range a run can have (the
+// kernel's, or MaxSize and MaxDuration) before it reaches a cgroup file,
+// as an error naming the field.
+func (o *Options) CheckRanges() error {
+	for _, f := range []struct {
+		name string
+		n    int64
+	}{{"Memory", o.Memory}, {"TmpfsSize", o.TmpfsSize}, {"OutputLimit", o.OutputLimit}} {
+		if f.n > MaxSize {
+			return field.Errorf(f.name, "{"+f.name+"} %d bytes is more than any run may have: give at most %s", f.n, units.BytesSize(MaxSize))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"Timeout", o.Timeout}, {"CPUTime", o.CPUTime}} {
+		if f.d > MaxDuration {
+			return field.Errorf(f.name, "{"+f.name+"} %s is longer than any run may last: give at most %s", f.d, MaxDuration)
+		}
+	}
+	if o.Pids > cgroup.MaxPids {
+		return field.Errorf("Pids", "{Pids} %d is outside the kernel's range: give at most %d", o.Pids, cgroup.MaxPids)
+	}
+	return nil
+}
 
 // program sets argv, and for a file copies it into the working directory.
 func (o *Options) program(s *Spec) error {

@@ -115,6 +115,15 @@ func TestOptionsErrors(t *testing.T) {
 		{func(o *Options) { o.Code = nil }, "Code"},
 		{func(o *Options) { o.HostFiles = []HostFile{{Host: "/nonexistent"}} }, "HostFiles"},
 		{func(o *Options) { o.Python = "python3" }, "Python"},
+		// Outside the kernel's range: refused before cgroupfs sees them
+		// (1e19 cores overflowed the quota into no limit).
+		{func(o *Options) { o.CPUs = 1e19 }, "CPUs"},
+		{func(o *Options) { o.CPUs = 1e-300 }, "CPUs"},
+		{func(o *Options) { o.CPUs = 0.009 }, "CPUs"},
+		{func(o *Options) { o.Pids = 1<<63 - 1 }, "Pids"},
+		{func(o *Options) { o.Memory = 1 << 62 }, "Memory"},
+		{func(o *Options) { o.Timeout = 1 << 62 }, "Timeout"},
+		{func(o *Options) { o.CPUTime = 1 << 62 }, "CPUTime"},
 	}
 	for _, c := range cases {
 		o := Defaults()

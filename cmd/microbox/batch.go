@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,7 @@ import (
 // are every task's defaults, and the batch's own.
 type batchFlags struct {
 	execFlags
+	ceilings ceilingFlags
 	pool     poolFlags
 	output   string
 	order    string
@@ -63,10 +65,16 @@ absent or "-"):
    "files": {"name": "content"}, "env": {"K": "V"}, "mem": "256M",
    "timeout": "3s", "cpu_time": "1s", "cpus": 1, "pids": 128, "output_limit": "1M",
    "tmpfs_size": "64M", "workdir": "/tmp", "deny_modules": [...], "allow_modules": [...],
-   "guard": "humaneval", "redact": true, "redact_patterns": ["NAME=REGEX"], "max_risk": N}
+   "guard": "humaneval", "redact": true, "redact_patterns": ["NAME=REGEX"], "max_risk": N,
+   "zygote": true, "zygote_fallback": true, "preload": ["numpy"]}
+
+` + taskKeysHelp() + `
 
 Unset fields take the values of the flags below (exec's flags, exec's
-defaults). Sizes and durations may also be numbers (bytes, seconds). Each
+defaults), which are also ceilings: a task may lower a limit, not raise it
+past its --max-* flag (by default the flag's own value); a line over a
+ceiling gets a result whose error names the key, the value and the
+ceiling. Sizes and durations may also be numbers (bytes, seconds). Each
 result is exec's --json object with the task's "id" and input "line" first.
 A line that is not a valid task gets a sandbox_error result naming the
 problem; the batch goes on. Blank lines are skipped.
@@ -98,6 +106,7 @@ left behind.`,
 		},
 	}
 	f.sandboxFlags(c)
+	f.ceilings.register(c, "batch")
 	f.pool.register(c)
 	fl := c.Flags()
 	fl.StringVarP(&f.output, "output", "o", "-", `write results to this file ("-": stdout)`)
@@ -108,6 +117,15 @@ left behind.`,
 	fl.IntVar(&f.skip, "skip", 0, "pass over the input's first N lines (to go on after a stopped batch's last result, whose \"line\" is N); results keep the input's line numbers")
 	fl.BoolVar(&f.resume, "resume", false, "go on with the results file of -o: run only the tasks it has no result for (matched by input line and id), appending")
 	return c
+}
+
+// taskKeysHelp lists a task line's keys, from their declaration.
+func taskKeysHelp() string {
+	var keys []string
+	for _, f := range batch.FieldsIn(batch.InLine) {
+		keys = append(keys, f.Key)
+	}
+	return "Keys: " + strings.Join(keys, ", ") + "."
 }
 
 // register adds the pool's flags to c.
@@ -141,15 +159,15 @@ func (p *poolFlags) check() error {
 }
 
 // newPool is the pool of workers whose tasks start from base and, if
-// given, the policy layers (eval's); the layers a task asks for keep the
+// given, the policy layers (eval's), within limits; the layers a task asks for keep the
 // module policy's bytecode in the user's cache, as exec does.
-func (p *poolFlags) newPool(base nsjail.Options, given *policy.Options) (*batch.WorkerPool, error) {
+func (p *poolFlags) newPool(base nsjail.Options, given *policy.Options, limits batch.Limits) (*batch.WorkerPool, error) {
 	layers := policy.Options{}
 	if given != nil {
 		layers = *given
 	}
 	layers.PID, layers.CacheDir = os.Getpid(), processInvocation().cacheDir()
-	pool, err := batch.NewWorkerPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers})
+	pool, err := batch.NewWorkerPool(base, batch.PoolOptions{Jobs: p.jobs, Pin: p.pin, Layers: layers, Limits: limits})
 	return pool, flagError(err)
 }
 
@@ -201,6 +219,10 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	limits, err := f.ceilings.limits(c, base)
+	if err != nil {
+		return err
+	}
 	name := "-"
 	if len(args) == 1 {
 		name = args[0]
@@ -213,7 +235,7 @@ func runBatch(f *batchFlags, c *cobra.Command, args []string) error {
 	in, total, out, done := files.in, files.total, files.out, files.done
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
-	p, err := f.pool.newPool(base, &policy.Options{RedactBudget: time.Duration(f.budget)})
+	p, err := f.pool.newPool(base, &policy.Options{RedactBudget: time.Duration(f.budget)}, limits)
 	if err != nil {
 		return err
 	}

@@ -210,7 +210,8 @@ func TestBatchOrderCompleted(t *testing.T) {
 	}
 }
 
-// The command line's flags are every task's defaults; a task overrides them.
+// The command line's flags are every task's defaults; a task overrides
+// them, up to the ceilings.
 func TestBatchFlagsAreDefaults(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "shared.txt")
@@ -221,7 +222,7 @@ func TestBatchFlagsAreDefaults(t *testing.T) {
 		obj{"id": 3, "code": "import time; time.sleep(2)"},
 		obj{"id": 4, "code": "import time; time.sleep(0.5)", "timeout": "5s"},
 	)
-	lines, code := runBatchCmd(t, tasks, "--timeout", "300ms", "--env", "K=flag", "--file", data)
+	lines, code := runBatchCmd(t, tasks, "--timeout", "300ms", "--max-timeout", "5s", "--env", "K=flag", "--file", data)
 	if code != 0 || len(lines) != 4 {
 		t.Fatalf("exit %d, %d results", code, len(lines))
 	}
@@ -277,7 +278,7 @@ func TestBatchInterrupt(t *testing.T) {
 		}
 		tasks = append(tasks, obj{"id": i, "code": code, "timeout": "120s"})
 	}
-	cmd := exec.Command(microbox, "batch", "--jobs", "2")
+	cmd := exec.Command(microbox, "batch", "--jobs", "2", "--max-timeout", "120s")
 	cmd.Stdin = strings.NewReader(jsonl(t, tasks...))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

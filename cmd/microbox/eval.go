@@ -35,6 +35,7 @@ func evalCommand() *cobra.Command {
 // evalFlags are the options every eval mode has.
 type evalFlags struct {
 	execFlags
+	ceilings ceilingFlags
 	pool     poolFlags
 	problems string
 	ks       string
@@ -53,6 +54,7 @@ func evalHelp(mode string) string {
 // register adds the flags every mode has, with its --timeout's default.
 func (f *evalFlags) register(c *cobra.Command, timeout, timeoutHelp string) {
 	f.sandboxFlags(c)
+	f.ceilings.register(c, "eval")
 	f.pool.register(c)
 	fl := c.Flags()
 	fl.Lookup("timeout").DefValue = timeout
@@ -206,6 +208,10 @@ func evaluate(f *evalFlags, c *cobra.Command, samplesFile string, load func(base
 	if err != nil {
 		return err
 	}
+	limits, err := f.ceilings.limits(c, base)
+	if err != nil {
+		return err
+	}
 	set, err := load(base)
 	if err != nil {
 		return flagError(err)
@@ -227,7 +233,7 @@ func evaluate(f *evalFlags, c *cobra.Command, samplesFile string, load func(base
 	}
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
-	p, err := f.pool.newPool(base, layers)
+	p, err := f.pool.newPool(base, layers, limits)
 	if err != nil {
 		return err
 	}

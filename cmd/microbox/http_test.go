@@ -290,7 +290,7 @@ func TestHTTPVerdictsMatchExec(t *testing.T) {
 // result; a kill ends it with a verdict naming who did; an unknown id is
 // 404.
 func TestHTTPBackgroundRunAndKill(t *testing.T) {
-	s := startAPI(t)
+	s := startAPI(t, "--max-timeout", "120s") // its sleeper asks for 120 s
 	code, body := s.post(t, "/v1/runs?wait=false", `{"code": "print(6 * 7)"}`)
 	var st service.Status
 	if code != http.StatusAccepted || json.Unmarshal(body, &st) != nil || st.ID == "" {
@@ -342,7 +342,7 @@ func TestHTTPBackgroundRunAndKill(t *testing.T) {
 // With every slot taken and the queue full, a run is refused at once:
 // 429 and Retry-After, never a backlog without end. A queued run waits.
 func TestHTTPBusy(t *testing.T) {
-	s := startAPI(t, "--http-concurrency", "1", "--http-queue", "1")
+	s := startAPI(t, "--http-concurrency", "1", "--http-queue", "1", "--max-timeout", "120s")
 	_, body := s.post(t, "/v1/runs?wait=false", `{"code": "import time; time.sleep(60)", "timeout": 120}`)
 	var first service.Status
 	json.Unmarshal(body, &first)
@@ -421,7 +421,7 @@ func TestHTTPBadRequests(t *testing.T) {
 		{"POST", "/v1/runs", `{"file": "/etc/shadow"}`, 400, `"file" names a file on the server's host`},
 		{"POST", "/v1/runs", `{"code": "` + strings.Repeat("x", 2000) + `"}`, 413, "over 1024 bytes"},
 		{"POST", "/v1/runs?wait=maybe", `{"code": "1"}`, 400, "wait="},
-		{"POST", "/v1/runs", `{"code": "1", "tmpfs_size": "1G"}`, 400, `"tmpfs_size" (1073741824 bytes) exceeds "mem"`},
+		{"POST", "/v1/runs", `{"code": "1", "tmpfs_size": "64M", "mem": "32M"}`, 400, `"tmpfs_size" (67108864 bytes) exceeds "mem"`},
 		{"GET", "/v1/runs", "", 405, "use POST"},
 		{"POST", "/v2/everything", "", 404, "no such endpoint"},
 		{"POST", "/v1/batch?order=random", "", 400, "order="},
@@ -463,7 +463,7 @@ func TestHTTPBadRequests(t *testing.T) {
 // A caller that goes away mid-run: the run is killed and leaves nothing;
 // its verdict (in the metrics) says who ended it.
 func TestHTTPClientDisconnects(t *testing.T) {
-	s := startAPI(t)
+	s := startAPI(t, "--max-timeout", "120s")
 	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -498,7 +498,7 @@ func waitHealth(t *testing.T, s *apiServer, ok func(health) bool) {
 // SIGTERM with runs in flight: each caller gets a verdict saying the
 // server stopped, the server exits 0, and nothing is left behind.
 func TestHTTPServerStopsWithRunsInFlight(t *testing.T) {
-	s := startAPI(t, "--http-concurrency", "2")
+	s := startAPI(t, "--http-concurrency", "2", "--max-timeout", "120s")
 	results := make(chan string, 2)
 	for range 2 {
 		go func() {

@@ -31,6 +31,7 @@ import (
 // API, MCP): exec's sandbox flags as their defaults, and admission.
 type apiFlags struct {
 	execFlags
+	ceilings    ceilingFlags
 	concurrency int
 	queue       int
 	keep        string
@@ -50,6 +51,7 @@ func (m *memoryFlags) register(c *cobra.Command) {
 // register adds the flags to c.
 func (f *apiFlags) register(c *cobra.Command) {
 	f.sandboxFlags(c)
+	f.ceilings.register(c, "server")
 	fl := c.Flags()
 	fl.IntVar(&f.concurrency, "http-concurrency", runtime.NumCPU(), "network runs at once")
 	fl.IntVar(&f.queue, "http-queue", 4*runtime.NumCPU(), "network runs that may wait for a slot; past it, 429 (busy)")
@@ -75,6 +77,10 @@ func (f *apiFlags) config(c *cobra.Command) (service.Config, error) {
 		}
 		return ""
 	}
+	limits, err := f.ceilings.limits(c, base)
+	if err != nil {
+		return service.Config{}, err
+	}
 	keep, err := nsjail.ParseDuration("HTTPKeep", f.keep)
 	if err != nil {
 		return service.Config{}, flagError(err)
@@ -84,7 +90,7 @@ func (f *apiFlags) config(c *cobra.Command) (service.Config, error) {
 		return service.Config{}, flagError(err)
 	}
 	layers := policy.Options{PID: os.Getpid(), CacheDir: processInvocation().cacheDir(), RedactBudget: time.Duration(f.budget)}
-	return service.Config{Base: base, Layers: layers, Concurrency: f.concurrency, Queue: f.queue,
+	return service.Config{Base: base, Layers: layers, Limits: limits, Concurrency: f.concurrency, Queue: f.queue,
 		Keep: keep, MaxKept: 10000, KeptBytes: keptBytes}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 
 	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/internal/policy"
@@ -21,10 +22,11 @@ type Run struct {
 
 // Prepare applies the task to a copy of base (prepared options) and of
 // layers (the layers' settings every task starts from: cache directory,
-// audit log). Its error is spelled as the task's errors are (its own
-// keys, else base's FieldNames); IsBadInput tells a fault of the task's
-// from one of microbox's.
-func Prepare(ctx context.Context, base nsjail.Options, layers policy.Options, t *Task) (*Run, error) {
+// audit log), refusing it over one of limits' ceilings. Its error is
+// spelled as the task's errors are (its own keys, else base's
+// FieldNames); IsBadInput tells a fault of the task's from one of
+// microbox's.
+func Prepare(ctx context.Context, base nsjail.Options, layers policy.Options, limits Limits, t *Task) (*Run, error) {
 	names := t.fieldNames(base.FieldNames)
 	spell := func(err error) error {
 		return &taskError{msg: field.Message(err, names), input: field.Is(err) || IsBadInput(err)}
@@ -33,12 +35,18 @@ func Prepare(ctx context.Context, base nsjail.Options, layers policy.Options, t 
 	if err != nil {
 		return nil, spell(err)
 	}
+	if err := limits.check(base, o, t); err != nil {
+		return nil, err
+	}
 	o.FieldNames = names
 	s, err := o.Spec()
 	if err != nil {
 		return nil, spell(err)
 	}
-	lo := t.layers(layers)
+	lo, err := t.layers(layers)
+	if err != nil {
+		return nil, spell(err)
+	}
 	if t.Source != nil {
 		lo.Source = []byte(*t.Source)
 	}
@@ -74,27 +82,17 @@ func (t *Task) CheckRemote() error {
 }
 
 // layers are the policy layers' settings with the task's over base's.
-func (t *Task) layers(base policy.Options) policy.Options {
+func (t *Task) layers(base policy.Options) (policy.Options, error) {
 	o := base
-	if t.DenyModules != nil {
-		o.DenyModules = t.DenyModules
+	dst := reflect.ValueOf(&o).Elem()
+	for _, f := range Fields {
+		if v := t.value(f.Key); f.Layer && v.IsValid() {
+			if err := setField(dst.FieldByName(f.Name), f, v); err != nil {
+				return o, err
+			}
+		}
 	}
-	if t.AllowModules != nil {
-		o.AllowModules = t.AllowModules
-	}
-	if t.Guard != nil {
-		o.Guard = *t.Guard
-	}
-	if t.Redact != nil {
-		o.Redact = *t.Redact
-	}
-	if t.RedactPatterns != nil {
-		o.RedactPatterns = t.RedactPatterns
-	}
-	if t.MaxRisk != nil {
-		o.MaxRisk = t.MaxRisk
-	}
-	return o
+	return o, nil
 }
 
 // taskError is a task that cannot run, its message spelled.
@@ -106,7 +104,12 @@ type taskError struct {
 func (e *taskError) Error() string { return e.msg }
 
 // badInput marks err as the task's fault.
-func badInput(err error) error { return &taskError{msg: err.Error(), input: true} }
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &taskError{msg: err.Error(), input: true}
+}
 
 // IsBadInput reports whether err is a fault of the task's (a field out of
 // range, a key misspelt, not JSON) rather than of microbox or its host.

@@ -19,6 +19,7 @@ import (
 	"maps"
 	"math"
 	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,17 @@ type Quantity struct {
 	number *float64
 }
 
+// String is the quantity as the task wrote it.
+func (q Quantity) String() string {
+	if n := q.number; n != nil {
+		if *n == math.Trunc(*n) && math.Abs(*n) < 1e15 {
+			return strconv.FormatFloat(*n, 'f', -1, 64) // 536870912, not 5.36870912e+08
+		}
+		return strconv.FormatFloat(*n, 'g', -1, 64)
+	}
+	return q.text
+}
+
 // Duration is the quantity of a duration set in Go, for a task built in Go.
 func Duration(d time.Duration) *Quantity { return &Quantity{text: d.String()} }
 
@@ -90,26 +102,34 @@ func (q *Quantity) UnmarshalJSON(b []byte) error {
 }
 
 // duration reads q as the duration of Options' field name; a number is
-// seconds.
+// seconds. One past what a Duration holds is its most, which the
+// ceilings and Options' ranges refuse by name.
 func (q *Quantity) duration(name string) (time.Duration, error) {
 	if q.number == nil {
 		return nsjail.ParseDuration(name, q.text)
 	}
 	n := *q.number
-	if n < 0 || math.IsInf(n, 0) || n*float64(time.Second) > math.MaxInt64 {
+	if n < 0 {
 		return 0, field.Errorf(name, "{"+name+"} %v: give a non-negative number of seconds", n)
+	}
+	if n*float64(time.Second) >= math.MaxInt64 {
+		return math.MaxInt64, nil
 	}
 	return time.Duration(n * float64(time.Second)), nil
 }
 
-// size reads q as the size of Options' field name; a number is bytes.
+// size reads q as the size of Options' field name; a number is bytes,
+// its most past what an int64 holds.
 func (q *Quantity) size(name string) (int64, error) {
 	if q.number == nil {
 		return nsjail.ParseSize(name, q.text)
 	}
 	n := *q.number
-	if n <= 0 || n != math.Trunc(n) || n > math.MaxInt64/2 {
+	if n <= 0 || n != math.Trunc(n) {
 		return 0, field.Errorf(name, "{"+name+"} %v: give a positive whole number of bytes", n)
+	}
+	if n >= math.MaxInt64 {
+		return math.MaxInt64, nil // as a duration's
 	}
 	return int64(n), nil
 }
@@ -150,51 +170,6 @@ func decodeTask(line []byte) (*Task, json.RawMessage, error) {
 	return t, t.ID, nil
 }
 
-// taskKeys are the fields of Options a task sets, by its JSON keys.
-var taskKeys = map[string]string{
-	"Code": "code", "File": "file", "Args": "args", "Files": "files", "Env": "env",
-	"Memory": "mem", "Timeout": "timeout", "CPUTime": "cpu_time", "CPUs": "cpus",
-	"Pids": "pids", "OutputLimit": "output_limit", "TmpfsSize": "tmpfs_size", "Workdir": "workdir",
-	"DenyModules": "deny_modules", "AllowModules": "allow_modules", "Guard": "guard",
-	"Redact": "redact", "RedactPatterns": "redact_patterns", "MaxRisk": "max_risk",
-	"Zygote": "zygote", "ZygoteFallback": "zygote_fallback", "Preload": "preload",
-}
-
-// TaskKey is the task's key for a field of Options or of policy.Options,
-// quoted as errors spell it; "" if a task cannot set the field.
-func TaskKey(field string) string {
-	if k, ok := taskKeys[field]; ok {
-		return `"` + k + `"`
-	}
-	return ""
-}
-
-// fieldNames spells a field of Options in the task's errors: as the
-// task's key when the task set it (a program is always the task's), else
-// as base spells it (the base's FieldNames: the caller's own names).
-func (t *Task) fieldNames(base func(string) string) func(string) string {
-	zygote := t.Zygote != nil || t.ZygoteFallback != nil || t.Preload != nil
-	set := map[string]bool{
-		"Code": true, "File": true, "Args": t.Args != nil, "Files": t.Files != nil,
-		"Env": t.Env != nil, "Memory": t.Mem != nil, "Timeout": t.Timeout != nil,
-		"CPUTime": t.CPUTime != nil, "CPUs": t.CPUs != nil, "Pids": t.Pids != nil,
-		"OutputLimit": t.OutputLimit != nil, "TmpfsSize": t.TmpfsSize != nil, "Workdir": t.Workdir != nil,
-		"DenyModules": t.DenyModules != nil, "AllowModules": t.AllowModules != nil, "Guard": t.Guard != nil,
-		"Redact": t.Redact != nil, "RedactPatterns": t.RedactPatterns != nil, "MaxRisk": t.MaxRisk != nil,
-		// A task that speaks of zygotes is told of them in its keys.
-		"Zygote": zygote, "ZygoteFallback": zygote, "Preload": zygote,
-	}
-	return func(f string) string {
-		if set[f] {
-			return TaskKey(f)
-		}
-		if base == nil {
-			return ""
-		}
-		return base(f)
-	}
-}
-
 // taskSpec applies a task to a copy of the base options and returns its
 // run's Spec.
 func taskSpec(base nsjail.Options, t *Task) (*nsjail.Spec, error) {
@@ -205,44 +180,66 @@ func taskSpec(base nsjail.Options, t *Task) (*nsjail.Spec, error) {
 	return o.Spec()
 }
 
-// taskOptions are a copy of the base options with the task applied.
+// taskOptions are a copy of the base options with the task applied,
+// field by field as Fields declares them (Options refuses the limits that
+// need a cgroup when the base has none).
 func taskOptions(base nsjail.Options, t *Task) (nsjail.Options, error) {
 	o := base
 	o.FieldNames = t.fieldNames(base.FieldNames)
 	o.Env = slices.Clone(base.Env)
 	o.Files = slices.Clone(base.Files)
-	o.Code, o.Args = t.Code, t.Args
-	if t.File != nil {
-		if *t.File == "" {
-			return o, badInput(errors.New(`"file" is empty: give the path of an existing file`))
+	o.Code, o.Args = nil, nil // the program is the task's alone
+	if t.File != nil && *t.File == "" {
+		return o, badInput(errors.New(`"file" is empty: give the path of an existing file`))
+	}
+	dst := reflect.ValueOf(&o).Elem()
+	for _, f := range Fields {
+		v := t.value(f.Key)
+		if f.Layer || f.Name == "" || !v.IsValid() {
+			continue
 		}
-		o.File = *t.File
-	}
-	if t.Workdir != nil {
-		o.Workdir = *t.Workdir // before the files, which go there
-	}
-	if err := taskFiles(&o, t.Files); err != nil {
-		return o, badInput(err)
-	}
-	if err := taskEnv(&o, t.Env); err != nil {
-		return o, badInput(err)
-	}
-	if err := taskLimits(&o, t); err != nil {
-		return o, err
-	}
-	if t.Stdin != nil {
-		o.Stdin = strings.NewReader(*t.Stdin)
-	}
-	if t.Zygote != nil {
-		o.Zygote = *t.Zygote
-	}
-	if t.ZygoteFallback != nil {
-		o.ZygoteFallback = *t.ZygoteFallback
-	}
-	if t.Preload != nil {
-		o.Preload = t.Preload
+		var err error
+		if special, ok := specialFields[f.Key]; ok {
+			err = special(&o, v.Interface())
+		} else {
+			err = setField(dst.FieldByName(f.Name), f, v)
+		}
+		if err != nil {
+			return o, err
+		}
 	}
 	return o, nil
+}
+
+// specialFields are the fields a task adds to the base's rather than
+// replaces, or that change form on the way.
+var specialFields = map[string]func(o *nsjail.Options, v any) error{
+	"files": func(o *nsjail.Options, v any) error { return badInput(taskFiles(o, v.(map[string]string))) },
+	"env":   func(o *nsjail.Options, v any) error { return badInput(taskEnv(o, v.(map[string]string))) },
+	"stdin": func(o *nsjail.Options, v any) error {
+		o.Stdin = strings.NewReader(*v.(*string))
+		return nil
+	},
+}
+
+// setField sets dst, a field of Options or of policy.Options, to the
+// task's value v of field f.
+func setField(dst reflect.Value, f Field, v reflect.Value) error {
+	switch {
+	case f.Kind == KindSize:
+		n, err := v.Interface().(*Quantity).size(f.Name)
+		dst.SetInt(n)
+		return err
+	case f.Kind == KindDuration:
+		d, err := v.Interface().(*Quantity).duration(f.Name)
+		dst.SetInt(int64(d))
+		return err
+	case v.Type() == dst.Type(): // a list, or a pointer kept as one (Code, MaxRisk)
+		dst.Set(v)
+	default: // a pointer to the value
+		dst.Set(v.Elem())
+	}
+	return nil
 }
 
 // taskFiles adds the task's files: a relative name is put in the working

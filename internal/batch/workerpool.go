@@ -75,6 +75,8 @@ type PoolOptions struct {
 	// Remote tasks came over the network: they may not name host files
 	// (Task.CheckRemote).
 	Remote bool
+	// Limits are the ceilings of what a task may ask for (Prepare).
+	Limits Limits
 }
 
 // WorkerPool runs items on a fixed number of workers.
@@ -83,6 +85,7 @@ type WorkerPool struct {
 	layers policy.Options
 	run    policy.Runner // nil: a spawner per worker
 	remote bool
+	limits Limits
 	jobs   int
 	cpus   []int // with Pin, worker i's runs go to cpus[i]
 }
@@ -91,7 +94,7 @@ type WorkerPool struct {
 // has prepared. Runs whose microbox died earlier leave cgroups behind,
 // which are removed once here, not before every run.
 func NewWorkerPool(base nsjail.Options, o PoolOptions) (*WorkerPool, error) {
-	p := &WorkerPool{base: base, layers: o.Layers, run: o.Run, remote: o.Remote, jobs: o.Jobs}
+	p := &WorkerPool{base: base, layers: o.Layers, run: o.Run, remote: o.Remote, limits: o.Limits, jobs: o.Jobs}
 	if o.Run != nil {
 		return p, nil // the runner's owner collects stale groups
 	}
@@ -239,7 +242,7 @@ func (p *WorkerPool) runItem(ctx context.Context, it *Item, run policy.Runner) {
 		err = t.CheckRemote()
 	}
 	if err == nil {
-		r, err = Prepare(ctx, p.base, p.layers, t)
+		r, err = Prepare(ctx, p.base, p.layers, p.limits, t)
 	}
 	if err != nil {
 		it.Result.Result = result.SandboxError(err.Error())

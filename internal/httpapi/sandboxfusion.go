@@ -10,16 +10,22 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/internal/policy"
+	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
-	"golang.org/x/sys/unix"
 )
 
 // runCodeRequest is SandboxFusion's RunCodeRequest.
@@ -70,7 +76,7 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "not a valid run_code request: %s", strings.TrimPrefix(err.Error(), "json: "))
 		return
 	}
-	t, err := req.task(a.cfg.Service.Base.TmpfsSize)
+	t, err := req.task(a.cfg.Service.Base, a.cfg.Service.Limits)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -81,9 +87,10 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// task is the request as a batch task; tmpfs is the server's scratch
-// size, lowered to a memory limit below it.
-func (req *runCodeRequest) task(tmpfs int64) (*batch.Task, error) {
+// task is the request as a batch task, within the server's ceilings
+// (limits over base, the server's options); the scratch tmpfs is lowered
+// to a memory limit below it.
+func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits) (*batch.Task, error) {
 	if req.Language == nil || req.Code == nil {
 		return nil, fmt.Errorf(`"code" and "language" are required: {"code": "print(1)", "language": "python"}`)
 	}
@@ -96,14 +103,20 @@ func (req *runCodeRequest) task(tmpfs int64) (*batch.Task, error) {
 	timeout := sandboxFusionDefaultTimeout
 	if req.RunTimeout != nil {
 		timeout = *req.RunTimeout
+		if err := checkRunTimeout(timeout, base, limits); err != nil {
+			return nil, err
+		}
 	}
 	task := map[string]any{"code": *req.Code, "timeout": timeout}
 	if req.Stdin != nil {
 		task["stdin"] = *req.Stdin
 	}
 	if m := req.MemoryLimitMB; m != nil && *m > 0 {
+		if err := checkMemoryLimitMB(*m, base, limits); err != nil {
+			return nil, err
+		}
 		task["mem"] = *m << 20
-		task["tmpfs_size"] = min(tmpfs, *m<<20)
+		task["tmpfs_size"] = min(base.TmpfsSize, *m<<20)
 	}
 	files := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(req.Files)) {
@@ -125,6 +138,34 @@ func (req *runCodeRequest) task(tmpfs int64) (*batch.Task, error) {
 		return nil, err
 	}
 	return batch.DecodeTask(line)
+}
+
+// checkRunTimeout refuses a run_timeout (seconds) that is not positive or
+// is over the server's timeout ceiling, naming run_timeout.
+func checkRunTimeout(secs float64, base nsjail.Options, limits batch.Limits) error {
+	if !(secs > 0) { // NaN too
+		return fmt.Errorf(`"run_timeout" %v: give a positive number of seconds, e.g. 10`, secs)
+	}
+	ceiling := limits.Value("timeout", base) / float64(time.Second)
+	if secs > ceiling {
+		return errors.New(limits.Over(fmt.Sprintf(`"run_timeout" %v is`, secs), "timeout", strconv.FormatFloat(ceiling, 'g', -1, 64)))
+	}
+	return nil
+}
+
+// checkMemoryLimitMB refuses a memory_limit_MB over the server's memory
+// ceiling, naming memory_limit_MB: in MiB, as the caller wrote it (a
+// number past what bytes in an int64 hold would wrap into a tiny limit).
+func checkMemoryLimitMB(mb int64, base nsjail.Options, limits batch.Limits) error {
+	bytes := limits.Value("mem", base)
+	if math.IsInf(bytes, 1) {
+		return nil // a server with no cgroup: Options refuses any memory limit
+	}
+	ceiling := int64(bytes) >> 20
+	if mb > ceiling {
+		return errors.New(limits.Over(fmt.Sprintf(`"memory_limit_MB" %d is`, mb), "mem", strconv.FormatInt(ceiling, 10)))
+	}
+	return nil
 }
 
 // sandboxFusionResponse maps a verdict onto SandboxFusion's response:

@@ -27,11 +27,11 @@ import (
 // ToolName is the tool's name.
 const ToolName = "run_python"
 
-// The tool's schemas: its input is the batch task's keys (a test holds
-// them equal to batch.Task's), its output the result contract.
+// The tool's schemas: its input is the batch task's fields the tool
+// accepts (schema.go, from their declaration), its output the result
+// contract.
 var (
-	//go:embed input_schema.json
-	inputSchema json.RawMessage
+	inputSchema = taskSchema()
 	//go:embed output_schema.json
 	outputSchema json.RawMessage
 )

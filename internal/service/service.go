@@ -30,6 +30,8 @@ type Config struct {
 	// spell the fields a task cannot set); Layers the policy layers'.
 	Base   nsjail.Options
 	Layers policy.Options
+	// Limits are the ceilings of what a task may ask for.
+	Limits batch.Limits
 	// Concurrency is how many runs go at once; Queue how many more may
 	// wait for a slot.
 	Concurrency, Queue int
@@ -83,7 +85,7 @@ func (s *Service) Admit(ctx context.Context, t *batch.Task) (*Ticket, *batch.Run
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := batch.Prepare(ctx, s.cfg.Base, s.cfg.Layers, t)
+	r, err := batch.Prepare(ctx, s.cfg.Base, s.cfg.Layers, s.cfg.Limits, t)
 	if err != nil {
 		tk.release()
 		return nil, nil, err
@@ -233,7 +235,7 @@ func (s *Service) Batch(ctx context.Context, in io.Reader, out io.Writer, o Batc
 		jobs = o.Jobs
 	}
 	pool, err := batch.NewWorkerPool(s.cfg.Base, batch.PoolOptions{Jobs: jobs, Layers: s.cfg.Layers, Remote: true,
-		Run: s.batchRunner(client)})
+		Limits: s.cfg.Limits, Run: s.batchRunner(client)})
 	if err != nil {
 		return err
 	}

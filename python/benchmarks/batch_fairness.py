@@ -38,7 +38,9 @@ def run(microbox, hog_cpus, flags, n):
     if hog_cpus is not None:
         tasks.append({"id": "hog", "code": HOG, "timeout": "10s", "cpus": hog_cpus})
     tasks += [{"id": i, "code": SMALL, "timeout": "30s"} for i in range(n)]
-    out = subprocess.run([microbox, "batch", "--jobs", "2", "--order", "completed"] + flags,
+    # The tasks' own limits are over batch's defaults, which are ceilings.
+    ceilings = ["--max-timeout", "30s", "--max-cpus", "2"]
+    out = subprocess.run([microbox, "batch", "--jobs", "2", "--order", "completed"] + ceilings + flags,
                          input="".join(json.dumps(t) + "\n" for t in tasks).encode(),
                          stdout=subprocess.PIPE, check=True, timeout=600).stdout
     results = [json.loads(l) for l in out.splitlines()]

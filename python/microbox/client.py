@@ -30,6 +30,10 @@ __all__ = [
 # Task fields that microbox batch takes per task; other limits are flags.
 _TASK_FIELDS = ("stdin", "args", "files", "env", "cpu_time", "cpus", "pids", "output_limit")
 
+# A task's limits: a batch's task may lower them under its flags, not
+# raise them (the flags are its ceilings).
+_LIMIT_FIELDS = ("timeout", "mem", "cpu_time", "cpus", "pids", "output_limit")
+
 # How long past a run's own limit the client waits for microbox before it
 # gives up on it: microbox enforces the limit; this only guards against a
 # microbox that hangs.
@@ -198,7 +202,13 @@ def execute_code(
         return _run_direct(url, code, timeout, maximum_memory_bytes, limits)
     task = _task(code, timeout, maximum_memory_bytes, limits)
     wait = (timeout or 0) + (limits.get("cpu_time") or 0) + _GRACE_SECONDS
-    results = list(run_batch([task], jobs=1, microbox=microbox, _wait=wait, **_split(limits)))
+    # The run is this caller's own: its limits are the batch's flags, which
+    # are also the ceilings of what a task line may ask for.
+    flags = _split(limits)
+    for key in _LIMIT_FIELDS:
+        if key in task:
+            flags[key] = task.pop(key)
+    results = list(run_batch([task], jobs=1, microbox=microbox, _wait=wait, **flags))
     if len(results) != 1:
         raise MicroboxError("microbox batch returned %d results for one task" % len(results))
     return results[0]
@@ -217,8 +227,10 @@ def run_batch(
     Each task is a dict as `microbox batch` reads it: {"id": ..., "code":
     ... or "file": ..., "stdin", "args", "files", "env", "timeout", "mem",
     "cpu_time", ...} (durations may be seconds, sizes bytes). defaults are
-    command-line flags, every task's defaults (timeout=3,
-    maximum_memory_bytes=..., cpus=1, ...). Results come in the tasks'
+    command-line flags, every task's defaults and the ceilings of its
+    limits (timeout=3, maximum_memory_bytes=..., cpus=1, ...; a task over
+    one gets a result whose error says so: raise it with max_timeout="30s",
+    max_mem=..., as `microbox batch --max-timeout`). Results come in the tasks'
     order, or as runs finish if ordered is False; result.id is the task's
     id. Tasks are read lazily, so a generator of any length works.
 

@@ -39,7 +39,9 @@ def setUpModule():
     microbox.find_microbox()  # fails the run with the fix if there is none
     if os.environ.get("MICROBOX_TEST_SERVER") == "1":
         from serverutil import Server
-        SERVER = Server(os.environ["MICROBOX"])
+        # Its ceilings let a task ask for the limits the subprocess path's
+        # caller may set (test_limits_above_exec_defaults).
+        SERVER = Server(os.environ["MICROBOX"], args=("--max-timeout", "60s", "--max-mem", "1g"))
         os.environ["MICROBOX_URL"] = SERVER.url
 
 
@@ -76,6 +78,12 @@ class ExecuteCodeTest(unittest.TestCase):
         self.assertTrue(r.timeout)
         self.assertEqual(r.status, "timeout")
         self.assertGreaterEqual(r.wall_time_ms, 500)
+
+    def test_limits_above_exec_defaults(self):
+        # The caller's own limits, over exec's defaults (10 s, 256M): the
+        # batch's flags, not a task line's asking, which its ceilings refuse.
+        r = execute_code("print(1)", timeout=20, maximum_memory_bytes=512 << 20)
+        self.assertEqual((r.status, r.stdout), ("ok", "1\n"), r.error)
 
     def test_memory_exceeded(self):
         r = execute_code("b = bytearray(512 << 20)", maximum_memory_bytes=64 << 20, tmpfs_size="16M")
@@ -178,7 +186,7 @@ class RunBatchTest(unittest.TestCase):
         marker = "time.sleep(30.%d)" % os.getpid()  # names this test's programs
         tasks = [{"id": i, "code": "import time; " + marker, "timeout": 60} for i in range(4)]
         tasks.insert(0, {"id": "quick", "code": "pass"})
-        it = run_batch(tasks, jobs=2)
+        it = run_batch(tasks, jobs=2, max_timeout="60s")  # the tasks' timeout is over the default ceiling
         self.assertEqual(next(it).id, "quick")
         while not sleepers(marker):  # the next runs have started
             time.sleep(0.02)
