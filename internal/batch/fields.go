@@ -186,8 +186,15 @@ func (t *Task) value(key string) reflect.Value {
 // task's key when the task set it (a program is always the task's), else
 // as base spells it (the base's FieldNames: the caller's own names).
 func (t *Task) fieldNames(base func(string) string) func(string) string {
+	// A task that speaks of zygotes is told of all three in its keys: a
+	// message about one names another ("preload" needs "zygote").
+	zygote := t.value("zygote").IsValid() || t.value("zygote_fallback").IsValid() || t.value("preload").IsValid()
 	return func(name string) string {
-		if f, ok := fieldsByName[name]; ok && (name == "Code" || name == "File" || t.value(f.Key).IsValid()) {
+		f, ok := fieldsByName[name]
+		switch {
+		case !ok:
+		case name == "Code" || name == "File" || t.value(f.Key).IsValid(),
+			zygote && (name == "Zygote" || name == "ZygoteFallback" || name == "Preload"):
 			return TaskKey(name)
 		}
 		if base == nil {
