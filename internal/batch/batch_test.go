@@ -5,6 +5,7 @@ package batch
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,30 @@ func BenchmarkPool(b *testing.B) {
 	for it := range p.Run(context.Background(), todo) {
 		if it.Result.Status != result.StatusOK {
 			b.Fatal(it.Result.Describe())
+		}
+	}
+}
+
+// Decoding a task costs at most twice its line, valid or not: a
+// server decodes lines of up to its --http-max-body, one per request.
+func TestDecodeTaskMemory(t *testing.T) {
+	code := strings.Repeat("x", 16<<20)
+	for name, line := range map[string]string{
+		"valid":         `{"id": 7, "code": "` + code + `"}`,
+		"unknown field": `{"id": 7, "code": "` + code + `", "bogus": 1}`,
+		"two values":    `{"id": 7, "code": "` + code + `"} {}`,
+	} {
+		b := []byte(line)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, id, _ := decodeTask(b)
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 2*uint64(len(line)) {
+			t.Errorf("%s: decoding a %d-byte line allocated %d bytes; want at most twice the line", name, len(line), got)
+		}
+		if string(id) != "7" {
+			t.Errorf("%s: id %s, want 7", name, id)
 		}
 	}
 }

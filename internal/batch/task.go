@@ -11,7 +11,6 @@
 package batch
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,25 +148,72 @@ func decodeTask(line []byte) (*Task, json.RawMessage, error) {
 	invalid := func(err error) error {
 		return badInput(fmt.Errorf("not a valid task: %s", strings.TrimPrefix(err.Error(), "json: ")))
 	}
-	var value json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(&value); err != nil {
-		return nil, nil, invalid(err)
+	// The line is decoded in place, never copied whole: a server decodes
+	// lines of up to its --http-max-body, and a json.Decoder's buffer (or
+	// a raw copy) would cost it several times that again.
+	t := &Task{}
+	err := json.Unmarshal(line, t)
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &syntax) && strings.Contains(syntax.Error(), "after top-level value"):
+		first := line[:syntax.Offset-1]
+		return nil, lineID(first), invalid(errors.New("more than one JSON value on the line"))
+	case errors.As(err, &syntax) && strings.Contains(syntax.Error(), "end of JSON input"):
+		return nil, nil, invalid(io.ErrUnexpectedEOF) // as a stream's decoder says it
+	case err != nil:
+		return nil, lineID(line), invalid(err)
 	}
+	if err := unknownKey(line); err != nil {
+		return nil, t.ID, invalid(err)
+	}
+	return t, t.ID, nil
+}
+
+// unknownKey refuses a key Task does not have (a misspelt limit must not
+// silently fall back to the default), as a json.Decoder's
+// DisallowUnknownFields would, matching keys as encoding/json does (case
+// folded); the values are passed over, not copied.
+func unknownKey(line []byte) error {
+	var keys map[string]skipValue
+	if err := json.Unmarshal(line, &keys); err != nil {
+		return err
+	}
+	var unknown []string
+	for k := range keys {
+		if !taskKey[strings.ToLower(k)] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("unknown field %q", slices.Min(unknown))
+	}
+	return nil
+}
+
+// skipValue takes any JSON value and keeps nothing of it.
+type skipValue struct{}
+
+func (*skipValue) UnmarshalJSON([]byte) error { return nil }
+
+// taskKey holds Task's JSON keys, lower-cased.
+var taskKey = func() map[string]bool {
+	keys := map[string]bool{}
+	for f := range reflect.TypeFor[Task]().Fields() {
+		if k, _, _ := strings.Cut(f.Tag.Get("json"), ","); k != "" && k != "-" {
+			keys[strings.ToLower(k)] = true
+		}
+	}
+	return keys
+}()
+
+// lineID is the id of the line's JSON object, if it has one: an invalid
+// task's error result is matched to its task by it.
+func lineID(line []byte) json.RawMessage {
 	var idOnly struct {
 		ID json.RawMessage `json:"id"`
 	}
-	json.Unmarshal(value, &idOnly)
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, idOnly.ID, invalid(errors.New("more than one JSON value on the line"))
-	}
-	strict := json.NewDecoder(bytes.NewReader(value))
-	strict.DisallowUnknownFields()
-	t := &Task{}
-	if err := strict.Decode(t); err != nil {
-		return nil, idOnly.ID, invalid(err)
-	}
-	return t, t.ID, nil
+	json.Unmarshal(line, &idOnly)
+	return idOnly.ID
 }
 
 // taskSpec applies a task to a copy of the base options and returns its
