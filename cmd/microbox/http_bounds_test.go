@@ -34,7 +34,7 @@ func (s *apiServer) pid() int { return s.cmd.Process.Pid }
 // 16 to 977 MiB.
 func TestHTTPAnswerMemoryBound(t *testing.T) {
 	const limit = 16 << 20
-	s := startAPI(t, "--http-concurrency", "1")
+	s := startAPI(t, "--http-concurrency", "1", "--max-output-limit", "16M", "--max-mem", "512M", "--max-timeout", "60s")
 	s.runTask(t, `{"code": "print(1)"}`) // the server's own start-up, out of the count
 	before := statusKiB(s.pid(), "VmHWM")
 	task := fmt.Sprintf(`{"code": "import sys; sys.stdout.buffer.write(bytes(%d)); sys.stderr.buffer.write(bytes(%d))", "output_limit": %d, "mem": "512M", "timeout": 60}`, limit, limit, limit)
@@ -54,7 +54,7 @@ func TestHTTPAnswerMemoryBound(t *testing.T) {
 // not there (the first runs, the second queues, only the third is 429),
 // and after --http-write-timeout its connection is closed.
 func TestHTTPCallerThatDoesNotRead(t *testing.T) {
-	s := startAPI(t, "--http-concurrency", "1", "--http-queue", "1", "--http-write-timeout", "1s")
+	s := startAPI(t, "--http-concurrency", "1", "--http-queue", "1", "--http-write-timeout", "1s", "--max-output-limit", "4M", "--max-timeout", "120s")
 	small := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}
@@ -244,7 +244,7 @@ func TestHTTPExpiredResultsFreed(t *testing.T) {
 // run would: admission comes before its redact patterns compile (600
 // patterns of 15 bytes are over 200 MiB compiled).
 func TestHTTPRefusedRequestCompilesNothing(t *testing.T) {
-	s := startAPI(t, "--http-concurrency", "1", "--http-queue", "0")
+	s := startAPI(t, "--http-concurrency", "1", "--http-queue", "0", "--max-timeout", "120s")
 	code, body := s.post(t, "/v1/runs?wait=false", `{"code": "import time; time.sleep(60)", "timeout": 120}`)
 	var st service.Status
 	if code != http.StatusAccepted || json.Unmarshal(body, &st) != nil {
