@@ -170,16 +170,6 @@ func decodeTask(line []byte) (*Task, json.RawMessage, error) {
 	return t, t.ID, nil
 }
 
-// taskSpec applies a task to a copy of the base options and returns its
-// run's Spec.
-func taskSpec(base nsjail.Options, t *Task) (*nsjail.Spec, error) {
-	o, err := taskOptions(base, t)
-	if err != nil {
-		return nil, err
-	}
-	return o.Spec()
-}
-
 // taskOptions are a copy of the base options with the task applied,
 // field by field as Fields declares them (Options refuses the limits that
 // need a cgroup when the base has none).
