@@ -210,7 +210,7 @@ func (o *Options) Spec() (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.CheckZygote(); err != nil {
+	if err := s.checkZygote(forkCheck); err != nil { // Build validated s
 		return nil, err
 	}
 	return s, nil
