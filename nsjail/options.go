@@ -206,6 +206,21 @@ func (o *Options) SeccompMode() string {
 
 // Spec checks the options and turns them into the Spec of one run.
 func (o *Options) Spec() (*Spec, error) {
+	s, err := o.Build()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkZygote(forkCheck); err != nil { // Build validated s
+		return nil, err
+	}
+	return s, nil
+}
+
+// Build is Spec without its last check, whether a zygote can run it
+// (Spec.CheckZygote): for a caller that shapes the Spec further first
+// (the policy layers add files and variables a fork cannot take), and
+// checks it once, after.
+func (o *Options) Build() (*Spec, error) {
 	s := &Spec{
 		Workdir:     o.Workdir,
 		Hostname:    o.Hostname,
@@ -251,8 +266,8 @@ func (o *Options) Spec() (*Spec, error) {
 	return s, nil
 }
 
-// zygote asks for a zygote's template, if o does, and checks that one can
-// run s (Spec.CheckZygote).
+// zygote asks for a zygote's template, if o does; whether one can run s
+// is Spec.CheckZygote's to say.
 func (o *Options) zygote(s *Spec) error {
 	if !o.Zygote && !o.ZygoteFallback {
 		if len(o.Preload) > 0 {
@@ -261,7 +276,7 @@ func (o *Options) zygote(s *Spec) error {
 		return nil
 	}
 	s.Zygote = &Zygote{Preload: o.Preload, Fallback: o.ZygoteFallback}
-	return s.CheckZygote()
+	return nil
 }
 
 // RootDir is the root these options' runs get once prepared: a prepared

@@ -61,12 +61,16 @@ var ErrBusy = fmt.Errorf("all %d of the template's children are in use", ZygoteC
 // would, if s asks for a zygote: if not, a Fallback run is marked to
 // start cold (Zygote.Cold), any other refused; a preload that is no
 // module name is refused either way.
-func (s *Spec) CheckZygote() error {
+func (s *Spec) CheckZygote() error { return s.checkZygote(zygoteCheck) }
+
+// checkZygote is CheckZygote with check, which validates s first
+// (zygoteCheck) unless nothing changed it since it was (forkCheck).
+func (s *Spec) checkZygote(check func(*Spec) error) error {
 	if s.Zygote == nil {
 		return nil
 	}
 	s.Zygote.Cold = ""
-	err := zygoteCheck(s)
+	err := check(s)
 	var fe *field.Error
 	switch {
 	case err == nil:

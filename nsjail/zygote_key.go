@@ -118,6 +118,11 @@ func zygoteCheck(s *Spec) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
+	return forkCheck(s)
+}
+
+// forkCheck is zygoteCheck of a spec already validated.
+func forkCheck(s *Spec) error {
 	if _, err := parseZygoteArgv(s); err != nil {
 		return err
 	}

@@ -266,18 +266,11 @@ func (f *evalFlags) policyLayers(c *cobra.Command, base nsjail.Options) (*policy
 	o := f.layers.options(c, f.caller())
 	probe, pass := base, "pass"
 	probe.Code = &pass
-	s, err := probe.Spec()
+	r, err := batch.Assemble(context.Background(), probe, func() (policy.Options, error) { return o, nil })
 	if err != nil {
 		return nil, flagError(err)
 	}
-	ly, err := o.Prepare(context.Background(), base, s)
-	if err != nil {
-		return nil, flagError(err)
-	}
-	ly.Close()
-	if err := s.CheckZygote(); err != nil {
-		return nil, flagError(err)
-	}
+	r.Close()
 	return &o, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
@@ -122,31 +123,29 @@ func (f *execFlags) sandboxFlags(c *cobra.Command) {
 // verdict's.
 func runExec(f *execFlags, c *cobra.Command, args []string) error {
 	inv := f.caller()
-	opts, spec, err := f.spec(c, args)
+	r, err := f.run(c, args)
 	if err != nil {
 		return err
 	}
-	lo := f.layers.options(c, inv)
-	layers, err := lo.Prepare(context.Background(), opts, spec)
-	if err != nil {
-		return flagError(err)
-	}
-	if err := spec.CheckZygote(); err != nil { // the layers may have added what a fork cannot run
-		return flagError(err)
-	}
 	ctx, stop := inv.context()
 	defer stop()
-	gcDone := inv.gcInBackground(spec)
-	res, err := layers.Run(ctx, inv.runSpec, spec)
-	if err != nil {
-		fmt.Fprintf(inv.stderr, "microbox: %v\n", err)
-	}
-	<-gcDone
-	if inv.runs != nil {
-		inv.runs.Verdict(res.Result)
-	}
+	res := r.Execute(ctx, inv.host())
 	inv.status = f.deliver(inv, res)
 	return nil
+}
+
+// run assembles the run the command line asks for (batch.Assemble): the
+// flags into Options (options), Options into the Spec with exec's policy
+// layers around it; its errors name the flags.
+func (f *execFlags) run(c *cobra.Command, args []string) (*batch.Run, error) {
+	o, err := f.programOptions(c, args)
+	if err != nil {
+		return nil, err
+	}
+	r, err := batch.Assemble(context.Background(), o, func() (policy.Options, error) {
+		return f.layers.options(c, f.caller()), nil
+	})
+	return r, flagError(err)
 }
 
 // deliver writes what the caller is owed besides the program's streamed
@@ -206,27 +205,17 @@ func (l *lossWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// gcInBackground removes the groups of runs whose supervisor was killed
-// (cgroup.GC) while this run goes on: it only touches groups whose owner is
-// dead, never this run's, and reading the hierarchies costs about half a
-// millisecond that need not come before the program starts. A server does
-// it at most once a minute per parent (server.Session), not with every run.
-func (inv *invocation) gcInBackground(spec *nsjail.Spec) <-chan struct{} {
-	done := make(chan struct{})
-	c := spec.Cgroup
-	if c == nil {
-		close(done)
-		return done
+// host is where the invocation's runs go: the server's session for its
+// client, whose verdicts it counts and which collects stale groups at
+// most once a minute per parent (server.Session); else nsjail.Run, with
+// cgroup.GC beside every run, where reading the hierarchies costs about
+// half a millisecond that need not come before the program starts.
+func (inv *invocation) host() batch.Host {
+	if inv.runs != nil {
+		return batch.Host{Run: inv.runs.Run, CollectStaleGroups: inv.runs.CollectStaleGroups,
+			Verdict: inv.runs.Verdict, Log: inv.stderr}
 	}
-	go func() {
-		defer close(done)
-		if inv.runs != nil {
-			inv.runs.CollectStaleGroups(c.Parent)
-		} else {
-			cgroup.GC(c.Parent)
-		}
-	}()
-	return done
+	return batch.Host{Run: nsjail.Run, CollectStaleGroups: func(parent string) { cgroup.GC(parent) }, Log: inv.stderr}
 }
 
 // report tells, on stderr, why a run ended when its status is not the
@@ -242,13 +231,12 @@ func report(w io.Writer, r *result.Result, trace bool) {
 	}
 }
 
-// spec turns the command line into the run's Spec: the flags into
-// Options (options), then Options into the Spec, whose errors name the
-// flags.
-func (f *execFlags) spec(c *cobra.Command, args []string) (nsjail.Options, *nsjail.Spec, error) {
+// programOptions are the Options of the command line: the sandbox flags
+// (options), the program and its arguments, and where its output goes.
+func (f *execFlags) programOptions(c *cobra.Command, args []string) (nsjail.Options, error) {
 	o, err := f.options(c)
 	if err != nil {
-		return o, nil, err
+		return o, err
 	}
 	inv := f.caller()
 	if c.Flags().Changed("code") {
@@ -256,7 +244,7 @@ func (f *execFlags) spec(c *cobra.Command, args []string) (nsjail.Options, *nsja
 		o.Args = args
 	} else {
 		if len(args) == 0 {
-			return o, nil, usagef("no program: give a Python file or -c CODE (see microbox exec --help)")
+			return o, usagef("no program: give a Python file or -c CODE (see microbox exec --help)")
 		}
 		o.File, o.Args = args[0], args[1:]
 	}
@@ -266,8 +254,7 @@ func (f *execFlags) spec(c *cobra.Command, args []string) (nsjail.Options, *nsja
 	}
 	o.Stdin = stdin(inv)
 	o.Before = inv.moments // in the trace only with --trace
-	s, err := o.Spec()
-	return o, s, flagError(err)
+	return o, nil
 }
 
 // options turns the sandbox flags (those of exec that batch, eval and

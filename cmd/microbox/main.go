@@ -101,16 +101,6 @@ func (inv *invocation) context() (context.Context, context.CancelFunc) {
 	return ctx, stop
 }
 
-// runSpec runs one sandboxed program for the invocation. A server's
-// invocation has its result before the jail has gone: the server tears
-// it down after answering (server.Session).
-func (inv *invocation) runSpec(ctx context.Context, s *nsjail.Spec) *result.Result {
-	if inv.runs == nil {
-		return nsjail.Run(ctx, s)
-	}
-	return inv.runs.Run(ctx, s)
-}
-
 // cacheDir is the caller's user cache directory, found as
 // os.UserCacheDir finds it, in the caller's environment; "" if it has none.
 func (inv *invocation) cacheDir() string {

@@ -165,3 +165,13 @@ func TestDecodeTaskMemory(t *testing.T) {
 		}
 	}
 }
+
+// taskSpec applies a task to a copy of the base options and returns its
+// run's Spec (Prepare without the layers, for the tests).
+func taskSpec(base nsjail.Options, t *Task) (*nsjail.Spec, error) {
+	o, err := taskOptions(base, t)
+	if err != nil {
+		return nil, err
+	}
+	return o.Spec()
+}

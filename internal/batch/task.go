@@ -216,16 +216,6 @@ func lineID(line []byte) json.RawMessage {
 	return idOnly.ID
 }
 
-// taskSpec applies a task to a copy of the base options and returns its
-// run's Spec.
-func taskSpec(base nsjail.Options, t *Task) (*nsjail.Spec, error) {
-	o, err := taskOptions(base, t)
-	if err != nil {
-		return nil, err
-	}
-	return o.Spec()
-}
-
 // taskOptions are a copy of the base options with the task applied,
 // field by field as Fields declares them (Options refuses the limits that
 // need a cgroup when the base has none).

@@ -247,7 +247,7 @@ func (p *WorkerPool) runItem(ctx context.Context, it *Item, run policy.Runner) {
 	if err != nil {
 		it.Result.Result = result.SandboxError(err.Error())
 	} else {
-		res := r.Execute(ctx, run)
+		res := r.Execute(ctx, Host{Run: run})
 		it.Result.Result, it.Result.Redactions, it.Result.Risk = res.Result, res.Redactions, res.Risk
 	}
 	if it.Result.Seccomp == "" { // a spec refused before the jail was made

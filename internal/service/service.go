@@ -140,13 +140,7 @@ func (s *Service) run(ctx context.Context, tk *Ticket, r *batch.Run, client stri
 		started()
 	}
 	session := s.runner.Session(client)
-	var collected sync.WaitGroup
-	if c := r.Spec.Cgroup; c != nil {
-		collected.Go(func() { session.CollectStaleGroups(c.Parent) })
-	}
-	res := r.Execute(ctx, session.Run)
-	collected.Wait()
-	session.Verdict(res.Result)
+	res := r.Execute(ctx, batch.Host{Run: session.Run, CollectStaleGroups: session.CollectStaleGroups, Verdict: session.Verdict})
 	tk.release() // the run has ended: its slot is the next run's
 	s.tearDown(session)
 	answer(res)
