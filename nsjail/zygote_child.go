@@ -178,6 +178,9 @@ func (c *ZygoteChild) failure(said []byte) error {
 	if msg, ok := strings.CutPrefix(line, statusError+" "); ok {
 		return errors.New(strings.TrimPrefix(msg, "zygote: ")) // the caller says it is the zygote's
 	}
+	if line == "" {
+		return errors.New("the template's child ended before it was ready, without a word (its template, or the child itself, was killed or ran out of resources)")
+	}
 	return fmt.Errorf("the template's child failed (%q)", line)
 }
 
