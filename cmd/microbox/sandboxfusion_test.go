@@ -1,7 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -45,5 +48,33 @@ func TestSandboxFusionPairs(t *testing.T) {
 				t.Errorf("got %d %s\nwant %d %v", code, body, pair.Status, pair.Response)
 			}
 		})
+	}
+}
+
+// Files sent to /run_code base64-encoded arrive byte for byte, every byte
+// value included (JSON strings would turn each byte from 0x80 up into
+// U+FFFD).
+func TestSandboxFusionBinaryFiles(t *testing.T) {
+	s := startAPI(t)
+	blob := make([]byte, 1024)
+	for i := range blob {
+		blob[i] = byte(i)
+	}
+	sum := sha256.Sum256(blob)
+	req, _ := json.Marshal(map[string]any{
+		"language": "python",
+		"code":     "import hashlib; d = open('blob.bin', 'rb').read(); print(len(d), hashlib.sha256(d).hexdigest())",
+		"files":    map[string]string{"blob.bin": base64.StdEncoding.EncodeToString(blob)},
+	})
+	code, body := s.post(t, "/run_code", string(req))
+	var got struct {
+		Status    string
+		RunResult struct{ Stdout string } `json:"run_result"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || code != 200 {
+		t.Fatalf("%d %s: %v", code, body, err)
+	}
+	if want := fmt.Sprintf("1024 %x\n", sum); got.Status != "Success" || got.RunResult.Stdout != want {
+		t.Errorf("status %s stdout %q, want %q", got.Status, got.RunResult.Stdout, want)
 	}
 }

@@ -130,14 +130,19 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits) (*batc
 		}
 		files[name] = string(data)
 	}
-	if len(files) > 0 {
-		task["files"] = files
-	}
 	line, err := json.Marshal(task)
 	if err != nil {
 		return nil, err
 	}
-	return batch.DecodeTask(line)
+	t, err := batch.DecodeTask(line)
+	if err != nil || len(files) == 0 {
+		return t, err
+	}
+	// The decoded bytes go into the task as they are, not through JSON,
+	// whose strings are UTF-8: every byte from 0x80 up would come back
+	// as U+FFFD (a 1024-byte blob arrived as 2048 bytes).
+	t.Files = files
+	return t, nil
 }
 
 // checkRunTimeout refuses a run_timeout (seconds) that is not positive or
