@@ -236,3 +236,36 @@ func TestMCPStdioMalformedLines(t *testing.T) {
 		t.Errorf("peak memory %d KiB: the %d-byte line was held", peakKB, len(long))
 	}
 }
+
+// A client that writes its requests and closes stdin gets every answer:
+// the calls read before the end of input are answered before the server
+// ends, not cancelled with it.
+func TestMCPStdioAnswersBeforeEOF(t *testing.T) {
+	cmd := exec.Command(microbox, "mcp")
+	cmd.Env = append(os.Environ(), "MICROBOX_ROOTFS=")
+	cmd.Stderr = os.Stderr
+	cmd.Stdin = strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"import time; time.sleep(0.5); print(6*7)"}}}`,
+	}, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("microbox mcp: %v\n%s", err, out)
+	}
+	answered := map[float64]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		if id, ok := m["id"].(float64); ok {
+			answered[id] = m
+		}
+	}
+	res, _ := answered[2]["result"].(map[string]any)
+	content, _ := res["structuredContent"].(map[string]any)
+	if answered[1] == nil || content["status"] != "ok" || content["stdout"] != "42\n" {
+		t.Fatalf("answers %v; want initialize's and the tool call's (42)", answered)
+	}
+}

@@ -282,8 +282,8 @@ func mcpCommand(*invocation) *cobra.Command {
 		Long: `Serve microbox to an agent as a Model Context Protocol server on stdin and
 stdout: one tool, run_python, whose input is a run's options (a batch task's
 fields) and whose output is exec's result (docs/http-api.md). The flags below
-are the runs' defaults. It ends when the client closes stdin, or on SIGTERM
-or SIGINT, which end the runs under way.`,
+are the runs' defaults. It ends when the client closes stdin, once the calls
+it sent are answered, or on SIGTERM or SIGINT, which end the runs under way.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return serveMCP(c, f, warm, maxMessage)

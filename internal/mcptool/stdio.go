@@ -31,7 +31,8 @@ type lineTransport struct {
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	c := &lineConn{lines: make(chan line), closed: make(chan struct{}), in: t.in, out: t.out, maxLine: t.maxLine}
+	c := &lineConn{lines: make(chan line), closed: make(chan struct{}), in: t.in, out: t.out, maxLine: t.maxLine,
+		pending: map[jsonrpc.ID]int{}, answered: make(chan struct{}, 1)}
 	go c.readLines(bufio.NewReaderSize(t.in, 64<<10))
 	return c, nil
 }
@@ -45,6 +46,13 @@ type lineConn struct {
 	maxLine   int
 	writeMu   sync.Mutex // one message a write, whole
 	out       io.Writer
+	// pending counts the calls read and not yet answered, by id: at the
+	// end of input Read waits for their answers before it says so, since
+	// the SDK cancels what is under way when input ends (a client that
+	// writes its requests and closes stdin lost the answers).
+	pendingMu sync.Mutex
+	pending   map[jsonrpc.ID]int
+	answered  chan struct{} // a call was answered
 }
 
 // line is one line of input without its end, or how long it was when
@@ -114,9 +122,13 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		case l = <-c.lines:
 		}
 		if l.err != nil {
+			c.awaitAnswers(ctx)
 			return nil, l.err
 		}
 		msg, answer := c.decode(l)
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			c.track(req.ID, 1)
+		}
 		if msg != nil {
 			return msg, nil
 		}
@@ -191,7 +203,47 @@ func (c *lineConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
-	return c.writeLine(data)
+	err = c.writeLine(data)
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.track(resp.ID, -1)
+	}
+	return err
+}
+
+// track counts a call read (+1) or answered (-1).
+func (c *lineConn) track(id jsonrpc.ID, n int) {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	if c.pending[id] += n; c.pending[id] <= 0 {
+		delete(c.pending, id)
+	}
+	if n < 0 {
+		select {
+		case c.answered <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// awaitAnswers returns once every call read has been answered, or ctx
+// ends (a signal), or the connection closes. Each call ends by its run's
+// own time limit.
+func (c *lineConn) awaitAnswers(ctx context.Context) {
+	for {
+		c.pendingMu.Lock()
+		n := len(c.pending)
+		c.pendingMu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-ctx.Done():
+			return
+		case <-c.closed:
+			return
+		}
+	}
 }
 
 // writeLine writes data and its newline in one write, after any other.
