@@ -234,3 +234,52 @@ func TestLockOnRemovedGroup(t *testing.T) {
 		t.Fatalf("lock on a replaced group: %v, want errTaken", err)
 	}
 }
+
+// A v1 hierarchy that is there but cannot be joined, here for want of a
+// descriptor for its owner lock, fails the run with the cause kept (so
+// the caller can tell "busy" from a verdict); it is never silently left
+// out, which would leave the run without its CPU time or peak memory.
+func TestV1JoinFailureKeepsCause(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups here needs root (CI runs as root)")
+	}
+	if HostMode() != ModeV1 {
+		t.Skip("v1 only: a v2 group is one directory, joined at clone time")
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	var fill []int
+	defer func() {
+		for _, fd := range fill {
+			unix.Close(fd)
+		}
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	}()
+	low := unix.Rlimit{Cur: 256, Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		fill = append(fill, fd)
+	}
+	// One descriptor left: the first hierarchy's lock takes it, and the
+	// next hierarchy's lock finds none.
+	unix.Close(fill[len(fill)-1])
+	fill = fill[:len(fill)-1]
+	// No limit: no setting is written, so only the locks need descriptors.
+	r, err := New(Options{})
+	if err == nil {
+		dirs := maps.Clone(r.(*v1Run).dirs)
+		r.Remove()
+		t.Fatalf("a run group was made without every hierarchy: %v", dirs)
+	}
+	if !errors.Is(err, unix.EMFILE) {
+		t.Fatalf("the cause was lost: %v", err)
+	}
+}
