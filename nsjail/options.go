@@ -33,6 +33,11 @@ type Options struct {
 	Code *string
 	File string
 	Args []string
+	// CodePath, with Code, runs it as a file: Code is written there (a
+	// relative path: in Workdir) and run as `python CodePath`, so that
+	// __file__ and sys.argv[0] are the path, as runners that write the
+	// program to a file have them.
+	CodePath string
 	// PythonFlags are the interpreter's own options, before the program
 	// (-I -S for microbox's helpers).
 	PythonFlags []string
@@ -69,6 +74,16 @@ type Options struct {
 	Timeout      time.Duration // wall clock, from the program's start
 	OutputLimit  int64         // bytes, each of stdout and stderr
 	TmpfsSize    int64         // bytes, each scratch tmpfs
+	// OutputMode is what writing past OutputLimit does: OutputKill (or
+	// "") ends the run (output_limit); OutputTruncate drops the rest and
+	// the run goes on (Spec.OutputTruncate).
+	OutputMode string
+	// MemoryRlimit caps each process's data segment a little under
+	// Memory (DataRlimit): an allocation past it fails in the program
+	// (Python raises MemoryError, exit 1) rather than the cgroup killing
+	// the run. The cgroup's limit stays as it is, and still ends a run
+	// that exceeds it another way (several processes, tmpfs files).
+	MemoryRlimit bool
 	// The program's rlimits (Spec.Rlimits; zero fields: DefaultRlimits).
 	NoFile, SigPending, MsgQueue uint64
 
@@ -244,6 +259,9 @@ func (o *Options) Build() (*Spec, error) {
 	if s.Cgroup, err = o.Cgroup(); err != nil {
 		return nil, err
 	}
+	if err := o.overflow(s); err != nil {
+		return nil, err
+	}
 	if err := o.Prepare(); err != nil {
 		return nil, err
 	}
@@ -264,6 +282,41 @@ func (o *Options) Build() (*Spec, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Output modes (Options.OutputMode).
+const (
+	OutputKill     = "kill"
+	OutputTruncate = "truncate"
+)
+
+// overflow sets what exceeding a limit does in the program: OutputMode,
+// and MemoryRlimit's data limit.
+func (o *Options) overflow(s *Spec) error {
+	switch o.OutputMode {
+	case "", OutputKill:
+	case OutputTruncate:
+		s.OutputTruncate = true
+	default:
+		return field.Errorf("OutputMode", "{OutputMode} %q: give %s (end the run) or %s (keep the first {OutputLimit} bytes and go on)", o.OutputMode, OutputKill, OutputTruncate)
+	}
+	if o.MemoryRlimit {
+		if s.Cgroup == nil {
+			return field.Errorf("MemoryRlimit", "{MemoryRlimit} needs a memory limit ({Memory}), which needs a cgroup")
+		}
+		s.Rlimits.Data = DataRlimit(o.Memory)
+	}
+	return nil
+}
+
+// DataRlimit is the data-segment limit MemoryRlimit gives a run of memory
+// bytes: under it by what the cgroup also counts and the data segment
+// does not (the interpreter's and libraries' pages, page tables, kernel
+// memory): an eighth, at least 16 MiB and at most 64 MiB, and never more
+// than half.
+func DataRlimit(memory int64) uint64 {
+	margin := min(max(memory/8, 16<<20), 64<<20, memory/2)
+	return uint64(memory - margin)
 }
 
 // zygote asks for a zygote's template, if o does; whether one can run s
@@ -375,6 +428,10 @@ func (o *Options) program(s *Spec) error {
 	switch {
 	case o.Code != nil && o.File != "":
 		return field.Errorf("Code", "give either {Code} or {File}, not both")
+	case o.CodePath != "" && o.Code == nil:
+		return field.Errorf("CodePath", "{CodePath} names where {Code} is written: give {Code} too")
+	case o.CodePath != "":
+		return o.codeFile(s)
 	case o.Code != nil:
 		code, err := o.longCode(s, *o.Code)
 		if err != nil {
@@ -417,6 +474,20 @@ func (o *Options) longCode(s *Spec, code string) (string, error) {
 	}
 	s.RootFiles = append(s.RootFiles, File{Path: CodeFile, Data: []byte(code), Mode: 0o444})
 	return fmt.Sprintf("exec(compile(open(%q, 'rb').read(), '<string>', 'exec'))", CodeFile), nil
+}
+
+// codeFile writes Code to CodePath and runs that file (python PATH).
+func (o *Options) codeFile(s *Spec) error {
+	if len(*o.Code) > MaxCode {
+		return field.Errorf("Code", "{Code} is %d bytes; at most %d fit in a run", len(*o.Code), MaxCode)
+	}
+	dst := o.CodePath
+	if !path.IsAbs(dst) {
+		dst = path.Join(o.Workdir, dst)
+	}
+	s.Files = append(s.Files, File{Path: dst, Data: []byte(*o.Code), Mode: 0o644})
+	s.Argv = append(append(o.argv0(), dst), o.Args...)
+	return nil
 }
 
 // argv0 is the interpreter and its options.

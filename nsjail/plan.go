@@ -376,13 +376,8 @@ func (p *plan) program(s *Spec, ids idMapping, seccompBPF []byte) {
 	}
 	// PID 1 holds the wall-clock limit too (nsinit/pid1.c: arm_deadline).
 	p.step("timeout", num(s.Timeout.Nanoseconds()))
-	p.step("rlimit", num(unix.RLIMIT_CORE), "0", "0") // no core files
-	rl := s.Rlimits.withDefaults()
-	for _, r := range []struct {
-		res int
-		n   uint64
-	}{{unix.RLIMIT_NOFILE, rl.NoFile}, {unix.RLIMIT_SIGPENDING, rl.SigPending}, {unix.RLIMIT_MSGQUEUE, rl.MsgQueue}} {
-		p.step("rlimit", num(r.res), num(r.n), num(r.n))
+	for _, r := range s.Rlimits.settings() {
+		p.step("rlimit", num(r[0]), num(r[1]), num(r[1]))
 	}
 	if seccompBPF != nil {
 		p.stepBytes("seccomp", seccompBPF)

@@ -58,6 +58,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/rootfs"
@@ -99,6 +101,11 @@ type Spec struct {
 	Capture        bool
 	// OutputLimit caps each of stdout and stderr in bytes.
 	OutputLimit int64
+	// OutputTruncate keeps a run going past OutputLimit: the rest of
+	// that stream is read and dropped, the Result's *_truncated flags
+	// say so, and the verdict is the program's own. Otherwise writing
+	// past the limit ends the run (output_limit).
+	OutputTruncate bool
 
 	// Timeout is the wall-clock limit from the program's start.
 	Timeout time.Duration
@@ -152,6 +159,24 @@ type Rlimits struct {
 	// MsgQueue bounds the bytes of POSIX message queues (which the
 	// default filter does not even allow).
 	MsgQueue uint64
+	// Data bounds each process's data segment (RLIMIT_DATA: the heap and
+	// every private writable mapping), so that an allocation past it
+	// fails in the program (Python raises MemoryError) where the cgroup
+	// would kill the run; 0: none (Options.MemoryRlimit sets it).
+	Data uint64
+}
+
+// settings are the rlimits a program is started with, soft and hard as
+// one, as (resource, limit) pairs: the jail's init (plan.go) and a zygote's
+// child (zygote_child.go) set the same ones.
+func (r Rlimits) settings() [][2]uint64 {
+	r = r.withDefaults()
+	set := [][2]uint64{{unix.RLIMIT_CORE, 0}, // no core files
+		{unix.RLIMIT_NOFILE, r.NoFile}, {unix.RLIMIT_SIGPENDING, r.SigPending}, {unix.RLIMIT_MSGQUEUE, r.MsgQueue}}
+	if r.Data != 0 {
+		set = append(set, [2]uint64{unix.RLIMIT_DATA, r.Data})
+	}
+	return set
 }
 
 // DefaultRlimits are the limits a run gets unless it asks for others.

@@ -370,6 +370,9 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 	// Channels that stay ready once they fire are dropped from the select
 	// after their first time, or it would spin until the jail has ended.
 	outOver, errOver, interrupted := stdout.exceeded, stderr.exceeded, ctx.Done()
+	if s.OutputTruncate {
+		outOver, errOver = nil, nil // past the limit output is dropped, not a reason to end
+	}
 	deadline := time.NewTimer(SetupTimeout)
 	defer deadline.Stop()
 	var cpuCheck <-chan time.Time

@@ -127,10 +127,8 @@ func (c *ZygoteChild) fork() error {
 // uid, in the template's terms.
 func (t *Template) childRequest(uid int) childRequest {
 	req := childRequest{UID: uid, GID: uid, SandboxUID: ProgramUID, Seccomp: hex.EncodeToString([]byte(t.key.seccomp))}
-	rl := t.key.rlimits
-	for _, r := range [][3]int64{{unix.RLIMIT_CORE, 0, 0}, {unix.RLIMIT_NOFILE, int64(rl.NoFile), int64(rl.NoFile)},
-		{unix.RLIMIT_SIGPENDING, int64(rl.SigPending), int64(rl.SigPending)}, {unix.RLIMIT_MSGQUEUE, int64(rl.MsgQueue), int64(rl.MsgQueue)}} {
-		req.Rlimits = append(req.Rlimits, r)
+	for _, r := range t.key.rlimits.settings() {
+		req.Rlimits = append(req.Rlimits, [3]int64{int64(r[0]), int64(r[1]), int64(r[1])})
 	}
 	return req
 }

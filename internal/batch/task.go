@@ -32,6 +32,7 @@ import (
 type Task struct {
 	ID          json.RawMessage   `json:"id"`
 	Code        *string           `json:"code"`
+	CodePath    *string           `json:"code_path"`
 	File        *string           `json:"file"`
 	Stdin       *string           `json:"stdin"`
 	Args        []string          `json:"args"`
@@ -44,7 +45,11 @@ type Task struct {
 	Pids        *int64            `json:"pids"`
 	OutputLimit *Quantity         `json:"output_limit"`
 	TmpfsSize   *Quantity         `json:"tmpfs_size"`
-	Workdir     *string           `json:"workdir"`
+	// OutputMode and MemoryRlimit: what exceeding output_limit and mem
+	// does in the program (nsjail.Options' fields of the same names).
+	OutputMode   *string `json:"output_mode"`
+	MemoryRlimit *bool   `json:"memory_rlimit"`
+	Workdir      *string `json:"workdir"`
 	// The policy layers (package policy), as exec's flags of the same
 	// names set them.
 	DenyModules    []string `json:"deny_modules"`

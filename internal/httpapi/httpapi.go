@@ -81,6 +81,7 @@ type API struct {
 	metrics  *metrics
 	handler  http.Handler
 	bodies   *bodyBudget
+	fusion   *fusion // /run_code's state (sandboxfusion.go)
 }
 
 // New listens at cfg.Addr and makes the API of runner's jails; the
@@ -100,6 +101,7 @@ func New(runner *server.Runner, cfg Config) (*API, error) {
 	a := &API{cfg: cfg, listener: netutil.LimitListener(l, cfg.MaxConns), svc: svc, stop: stop,
 		token: newTokenCheck(cfg.Token), conns: newConnGuard(cfg.MaxUnauthConns, cfg.Token == ""),
 		unix: strings.HasPrefix(cfg.Addr, UnixPrefix), bodies: newBodyBudget(cfg.BodyBudget, cfg.MaxBody, cfg.ReadTimeout)}
+	a.fusion = newFusion()
 	a.metrics = newMetrics(svc)
 	runner.Observe(a.metrics)
 	a.handler = a.routes()
@@ -159,6 +161,7 @@ func (a *API) routes() http.Handler {
 	handle("/v1/runs/{id}", map[string]http.HandlerFunc{http.MethodGet: a.getRun, http.MethodDelete: a.deleteRun})
 	handle("/v1/batch", map[string]http.HandlerFunc{http.MethodPost: a.postBatch}) // bounded line by line
 	handle("/run_code", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runCode))})
+	handle(fusionPing, map[string]http.HandlerFunc{http.MethodGet: ping})
 	handle("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
 	handle("/metrics", map[string]http.HandlerFunc{http.MethodGet: a.metrics.serve})
 	mux.Handle("/mcp", a.metrics.instrument("/mcp", a.bodies.limit(mcptool.HTTPHandler(a.svc, a.cfg.Version, a.cfg.MaxBody))))
@@ -185,7 +188,7 @@ func (a *API) access(next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, "host %q is not this machine's loopback: without a token, the API answers requests for 127.0.0.1, [::1] or localhost only", r.Host)
 			return
 		}
-		if a.token != nil && r.URL.Path != "/healthz" {
+		if a.token != nil && r.URL.Path != "/healthz" && r.URL.Path != fusionPing {
 			if !a.token.allows(r.Header.Get("Authorization")) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="microbox"`)
 				w.Header().Set("Connection", "close")

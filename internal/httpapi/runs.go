@@ -41,13 +41,19 @@ func (a *API) postRun(w http.ResponseWriter, r *http.Request) {
 // run admits and prepares a task, then runs it and answers the result
 // with respond, or, unless wait, answers its id at once (202).
 func (a *API) run(w http.ResponseWriter, r *http.Request, t *batch.Task, wait bool, respond func(*policy.Result)) {
+	a.runAnswering(w, r, t, wait, func(err error) { writeError(w, http.StatusBadRequest, "%v", err) }, respond)
+}
+
+// runAnswering is run with badInput answering a task the service refuses
+// as bad input (/run_code answers it as SandboxFusion does).
+func (a *API) runAnswering(w http.ResponseWriter, r *http.Request, t *batch.Task, wait bool, badInput func(error), respond func(*policy.Result)) {
 	tk, run, err := a.svc.Admit(r.Context(), t)
 	switch {
 	case errors.Is(err, service.ErrBusy):
 		writeError(w, http.StatusTooManyRequests, "busy: %v; try again after Retry-After seconds", err)
 		return
 	case batch.IsBadInput(err):
-		writeError(w, http.StatusBadRequest, "%v", err)
+		badInput(err)
 		return
 	case err != nil:
 		respond(a.svc.NotRun(err)) // microbox's fault: a verdict, as exec gives one

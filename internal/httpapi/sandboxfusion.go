@@ -7,10 +7,8 @@ package httpapi
 // docs/http-api.md tabulates.
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -28,16 +26,19 @@ import (
 	"github.com/microbox/microbox/result"
 )
 
-// runCodeRequest is SandboxFusion's RunCodeRequest.
+// runCodeRequest is SandboxFusion's RunCodeRequest, its fields in its
+// order (that of a 422's entries); decodeRunCode fills it as FastAPI
+// does.
 type runCodeRequest struct {
+	CompileTimeout *laxFloat          `json:"compile_timeout"` // no compile step for Python
+	RunTimeout     *laxFloat          `json:"run_timeout"`
+	MemoryLimitMB  *laxInt            `json:"memory_limit_MB"`
 	Code           *string            `json:"code"`
-	Language       *string            `json:"language"`
 	Stdin          *string            `json:"stdin"`
-	CompileTimeout *float64           `json:"compile_timeout"` // no compile step for Python
-	RunTimeout     *float64           `json:"run_timeout"`
-	MemoryLimitMB  *int64             `json:"memory_limit_MB"`
+	Language       *string            `json:"language"`
 	Files          map[string]*string `json:"files"` // path: base64 content (null: skipped)
 	FetchFiles     []string           `json:"fetch_files"`
+	Args           []string           `json:"args"` // pytest's; SandboxFusion's python runner passes none
 }
 
 // runCodeResponse is SandboxFusion's RunCodeResponse.
@@ -50,18 +51,39 @@ type runCodeResponse struct {
 	Files           map[string]string `json:"files"`
 }
 
-// commandRunResult is SandboxFusion's CommandRunResult.
+// commandRunResult is SandboxFusion's CommandRunResult, and whether each
+// stream was cut at the output limit (microbox's: SandboxFusion cuts
+// without saying so).
 type commandRunResult struct {
-	Status        string   `json:"status"` // Finished, Error, TimeLimitExceeded
-	ExecutionTime *float64 `json:"execution_time"`
-	ReturnCode    *int     `json:"return_code"`
-	Stdout        *string  `json:"stdout"`
-	Stderr        *string  `json:"stderr"`
+	Status          string   `json:"status"` // Finished, Error, TimeLimitExceeded
+	ExecutionTime   *float64 `json:"execution_time"`
+	ReturnCode      *int     `json:"return_code"`
+	Stdout          *string  `json:"stdout"`
+	Stderr          *string  `json:"stderr"`
+	StdoutTruncated bool     `json:"stdout_truncated"`
+	StderrTruncated bool     `json:"stderr_truncated"`
 }
 
 // sandboxFusionDefaultTimeout is run_timeout's default in SandboxFusion,
 // in seconds.
 const sandboxFusionDefaultTimeout = 10.0
+
+// runCodeLanguage is how /run_code runs a language SandboxFusion names:
+// Suffix ends the name of the file the code is written to, as
+// SandboxFusion's runner names it.
+type runCodeLanguage struct {
+	Suffix string
+}
+
+// runCodeLanguages are the languages /run_code runs, by SandboxFusion's
+// names.
+var runCodeLanguages = map[string]runCodeLanguage{
+	"python": {Suffix: ".py"},
+}
+
+// ignoredFile marks a file SandboxFusion does not write: any whose name
+// contains it (its restore_files).
+const ignoredFile = "IGNORE_THIS_FILE"
 
 // runCode is POST /run_code.
 func (a *API) runCode(w http.ResponseWriter, r *http.Request) {
@@ -69,66 +91,64 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req runCodeRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "not a valid run_code request: %s", strings.TrimPrefix(err.Error(), "json: "))
+	req, raw, problems := decodeRunCode(body)
+	if len(problems) > 0 {
+		writeDetail(w, problems)
 		return
 	}
-	t, err := req.task(a.cfg.Service.Base, a.cfg.Service.Limits)
+	a.fusion.ignored(raw)
+	t, err := req.task(a.cfg.Service.Base, a.cfg.Service.Limits, a.fusion.workdir)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+		writeDetail(w, []fusionDetail{invalid(err, raw, body)})
 		return
 	}
-	a.run(w, r, t, true, func(res *policy.Result) {
+	badInput := func(err error) { writeDetail(w, []fusionDetail{invalid(err, raw, body)}) }
+	a.runAnswering(w, r, t, true, badInput, func(res *policy.Result) {
 		var long longStrings
-		writeAnswer(w, http.StatusOK, sandboxFusionResponse(long.result(res.Result)), long)
+		writeAnswer(w, http.StatusOK, sandboxFusionResponse(long.result(res.Result), a.fusion.pod), long)
 	})
 }
 
 // task is the request as a batch task, within the server's ceilings
-// (limits over base, the server's options); the scratch tmpfs is lowered
-// to a memory limit below it.
-func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits) (*batch.Task, error) {
-	if req.Language == nil || req.Code == nil {
-		return nil, fmt.Errorf(`"code" and "language" are required: {"code": "print(1)", "language": "python"}`)
-	}
-	if *req.Language != "python" {
-		return nil, fmt.Errorf(`language %q: microbox runs Python only; send "language": "python"`, *req.Language)
+// (limits over base, the server's options), run as SandboxFusion's runner
+// runs it: the code written to a file of its own, run as python FILE, in
+// workdir; past the output limit each stream is cut and the run goes on;
+// memory runs out as MemoryError in the program (under the cgroup's
+// limit, which stays); the scratch tmpfs is lowered to a memory limit
+// below it.
+func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits, workdir string) (*batch.Task, error) {
+	lang, ok := runCodeLanguages[*req.Language]
+	if !ok {
+		return nil, fieldError("language", `language %q: microbox runs %s; send one of them`, *req.Language, strings.Join(slices.Sorted(maps.Keys(runCodeLanguages)), ", "))
 	}
 	if len(req.FetchFiles) > 0 {
-		return nil, fmt.Errorf(`"fetch_files": microbox returns no files from a run; leave it empty and print what you need to stdout`)
+		return nil, fieldError("fetch_files", `"fetch_files": microbox returns no files from a run; leave it empty and print what you need to stdout`)
 	}
 	timeout := sandboxFusionDefaultTimeout
 	if req.RunTimeout != nil {
-		timeout = *req.RunTimeout
+		timeout = float64(*req.RunTimeout)
 		if err := checkRunTimeout(timeout, base, limits); err != nil {
 			return nil, err
 		}
 	}
-	task := map[string]any{"code": *req.Code, "timeout": timeout}
+	task := map[string]any{"code": *req.Code, "timeout": timeout, "workdir": workdir,
+		"code_path": tempName(lang.Suffix), "output_mode": nsjail.OutputTruncate}
+	if !base.NoCgroup {
+		task["memory_rlimit"] = true
+	}
 	if req.Stdin != nil {
 		task["stdin"] = *req.Stdin
 	}
 	if m := req.MemoryLimitMB; m != nil && *m > 0 {
-		if err := checkMemoryLimitMB(*m, base, limits); err != nil {
+		if err := checkMemoryLimitMB(int64(*m), base, limits); err != nil {
 			return nil, err
 		}
-		task["mem"] = *m << 20
-		task["tmpfs_size"] = min(base.TmpfsSize, *m<<20)
+		task["mem"] = int64(*m) << 20
+		task["tmpfs_size"] = min(base.TmpfsSize, int64(*m)<<20)
 	}
-	files := map[string]string{}
-	for _, name := range slices.Sorted(maps.Keys(req.Files)) {
-		b64 := req.Files[name]
-		if b64 == nil {
-			continue // as SandboxFusion: a null content is no file
-		}
-		data, err := base64.StdEncoding.DecodeString(*b64)
-		if err != nil {
-			return nil, fmt.Errorf(`"files": %q is not base64 (%v); send each file's content base64-encoded`, name, err)
-		}
-		files[name] = string(data)
+	files, err := req.decodedFiles()
+	if err != nil {
+		return nil, err
 	}
 	line, err := json.Marshal(task)
 	if err != nil {
@@ -145,15 +165,33 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits) (*batc
 	return t, nil
 }
 
+// decodedFiles are the request's files, decoded, less those SandboxFusion
+// does not write: a null content, a name with IGNORE_THIS_FILE in it.
+func (req *runCodeRequest) decodedFiles() (map[string]string, error) {
+	files := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(req.Files)) {
+		b64 := req.Files[name]
+		if b64 == nil || strings.Contains(name, ignoredFile) {
+			continue
+		}
+		data, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return nil, fieldError("files", `"files": %q is not base64 (%v); send each file's content base64-encoded`, name, err)
+		}
+		files[name] = string(data)
+	}
+	return files, nil
+}
+
 // checkRunTimeout refuses a run_timeout (seconds) that is not positive or
 // is over the server's timeout ceiling, naming run_timeout.
 func checkRunTimeout(secs float64, base nsjail.Options, limits batch.Limits) error {
 	if !(secs > 0) { // NaN too
-		return fmt.Errorf(`"run_timeout" %v: give a positive number of seconds, e.g. 10`, secs)
+		return fieldError("run_timeout", `"run_timeout" %v: give a positive number of seconds, e.g. 10`, secs)
 	}
 	ceiling := limits.Value("timeout", base) / float64(time.Second)
 	if secs > ceiling {
-		return errors.New(limits.Over(fmt.Sprintf(`"run_timeout" %v is`, secs), "timeout", strconv.FormatFloat(ceiling, 'g', -1, 64)))
+		return fieldError("run_timeout", "%s", limits.Over(fmt.Sprintf(`"run_timeout" %v is`, secs), "timeout", strconv.FormatFloat(ceiling, 'g', -1, 64)))
 	}
 	return nil
 }
@@ -168,7 +206,7 @@ func checkMemoryLimitMB(mb int64, base nsjail.Options, limits batch.Limits) erro
 	}
 	ceiling := int64(bytes) >> 20
 	if mb > ceiling {
-		return errors.New(limits.Over(fmt.Sprintf(`"memory_limit_MB" %d is`, mb), "mem", strconv.FormatInt(ceiling, 10)))
+		return fieldError("memory_limit_MB", "%s", limits.Over(fmt.Sprintf(`"memory_limit_MB" %d is`, mb), "mem", strconv.FormatInt(ceiling, 10)))
 	}
 	return nil
 }
@@ -177,10 +215,11 @@ func checkMemoryLimitMB(mb int64, base nsjail.Options, limits batch.Limits) erro
 // Success for ok; Failed for a program that ran and failed (nonzero, a
 // signal, a limit), with TimeLimitExceeded for either time limit;
 // SandboxError for microbox's own failure or refusal.
-func sandboxFusionResponse(res *result.Result) runCodeResponse {
+func sandboxFusionResponse(res *result.Result, pod *string) runCodeResponse {
 	secs := res.WallTimeMs / 1000
-	run := &commandRunResult{Status: "Finished", ExecutionTime: &secs, Stdout: &res.Stdout, Stderr: &res.Stderr}
-	resp := runCodeResponse{Status: "Failed", RunResult: run, Files: map[string]string{}}
+	run := &commandRunResult{Status: "Finished", ExecutionTime: &secs, Stdout: &res.Stdout, Stderr: &res.Stderr,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
+	resp := runCodeResponse{Status: "Failed", RunResult: run, ExecutorPodName: pod, Files: map[string]string{}}
 	switch res.Status {
 	case result.StatusOK:
 		resp.Status = "Success"

@@ -12,10 +12,10 @@ import (
 // /run_code's request sets only the task keys declared as its mapping's
 // (batch.InRunCode).
 func TestRunCodeSetsDeclaredKeys(t *testing.T) {
-	code, lang, stdin, secs, mb, data := "print(1)", "python", "x", 5.0, int64(64), "eA=="
+	code, lang, stdin, secs, mb, data := "print(1)", "python", "x", laxFloat(5), laxInt(64), "eA=="
 	req := &runCodeRequest{Code: &code, Language: &lang, Stdin: &stdin, RunTimeout: &secs, MemoryLimitMB: &mb,
 		Files: map[string]*string{"a.txt": &data}}
-	task, err := req.task(nsjail.Defaults(), batch.Limits{})
+	task, err := req.task(nsjail.Defaults(), batch.Limits{}, "/tmp/tmpabcdefgh")
 	if err != nil {
 		t.Fatal(err)
 	}
