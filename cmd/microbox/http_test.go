@@ -374,7 +374,7 @@ func TestHTTPBusy(t *testing.T) {
 }
 
 // Off loopback the server refuses to start without a token; with one,
-// every request but /healthz must carry it.
+// every request but /healthz and /v1/ping must carry it.
 func TestHTTPAccess(t *testing.T) {
 	cmd := exec.Command(microbox, "serve", "--socket", filepath.Join(t.TempDir(), "s", "e.sock"), "--http", "0.0.0.0:0")
 	_, errOut, code := runCmd(t, cmd)
@@ -400,6 +400,9 @@ func TestHTTPAccess(t *testing.T) {
 	}
 	if code, _ := s.do(t, http.MethodGet, "/healthz", "", nil); code != http.StatusOK {
 		t.Errorf("/healthz without the token: %d", code)
+	}
+	if code, body := s.do(t, http.MethodGet, "/v1/ping", "", nil); code != http.StatusOK || string(body) != "\"pong\"\n" {
+		t.Errorf("/v1/ping (SandboxFusion's health check) without the token: %d %s", code, body)
 	}
 	if code, _ := s.do(t, http.MethodGet, "/metrics", "", nil); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without the token: %d", code)

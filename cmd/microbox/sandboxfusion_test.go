@@ -134,3 +134,71 @@ func TestSandboxFusionBinaryFiles(t *testing.T) {
 		t.Errorf("status %s stdout %q, want %q", got.Status, got.RunResult.Stdout, want)
 	}
 }
+
+// Keys /run_code does not know are ignored, as SandboxFusion ignores
+// them, and logged once each for the server's life; past maxLogged names
+// no more are logged (a caller inventing names cannot fill the log).
+func TestSandboxFusionUnknownFieldsLogged(t *testing.T) {
+	const maxLogged = 64 // internal/httpapi's maxLoggedKeys
+	s := startAPI(t)
+	send := func(keys ...string) {
+		t.Helper()
+		req := map[string]any{"code": "pass", "language": "python"}
+		for _, k := range keys {
+			req[k] = 1
+		}
+		body, _ := json.Marshal(req)
+		if code, answer := s.post(t, "/run_code", string(body)); code != http.StatusOK {
+			t.Fatalf("%d %s", code, answer)
+		}
+	}
+	send("cpu_limit")
+	send("cpu_limit", "gpu")
+	var many []string
+	for i := range maxLogged + 6 {
+		many = append(many, fmt.Sprintf("k%02d", i))
+	}
+	send(many...)
+	send("late")
+	lines := waitLog(t, s, "no more will be")
+	ignored := regexp.MustCompile(`ignored the unknown field "([^"]+)"`)
+	count := map[string]int{}
+	for _, m := range ignored.FindAllStringSubmatch(lines, -1) {
+		count[m[1]]++
+	}
+	if count["cpu_limit"] != 1 || count["gpu"] != 1 || count["late"] != 0 || len(count) != maxLogged {
+		t.Errorf("logged %v (%d names); want cpu_limit and gpu once each, %d names in all, late not at all:\n%s", count, len(count), maxLogged, lines)
+	}
+}
+
+// executor_pod_name is the node's name: SandboxFusion's MY_POD_NAME, else
+// POD_NAME or NODE_NAME as a Kubernetes manifest sets them, else the host
+// name.
+func TestSandboxFusionPodName(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, host},
+		{map[string]string{"NODE_NAME": "node-a"}, "node-a"},
+		{map[string]string{"NODE_NAME": "node-a", "POD_NAME": "pod-b"}, "pod-b"},
+		{map[string]string{"POD_NAME": "pod-b", "MY_POD_NAME": "sandbox-c"}, "sandbox-c"},
+	} {
+		for _, k := range []string{"MY_POD_NAME", "POD_NAME", "NODE_NAME"} {
+			t.Setenv(k, c.env[k])
+		}
+		s := startAPI(t)
+		_, body := s.post(t, "/run_code", `{"code": "pass", "language": "python"}`)
+		var got struct {
+			Pod *string `json:"executor_pod_name"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil || got.Pod == nil || *got.Pod != c.want {
+			t.Errorf("with %v: %s; want executor_pod_name %q", c.env, body, c.want)
+		}
+		s.stop(t)
+	}
+}
