@@ -13,11 +13,12 @@ import (
 // program that fills stderr before writing stdout cannot deadlock.
 type capture struct {
 	limit    int64
+	truncate bool      // past the limit, drop the rest and let the run go on (Spec.OutputTruncate)
 	tee      io.Writer // streams the output on, if set
 	keep     bool      // keep a copy for the Result
 	buf      []byte    // what is kept, at most limit bytes
 	total    int64
-	exceeded chan struct{} // closed when the program wrote past the limit
+	exceeded chan struct{} // closed when the program wrote past the limit, unless truncate
 	done     chan struct{} // closed at EOF
 	once     sync.Once
 }
@@ -57,10 +58,14 @@ func (c *capture) take(b []byte) {
 			c.tee.Write(b)
 		}
 	}
-	if c.total > c.limit {
+	if c.over() {
 		c.once.Do(func() { close(c.exceeded) })
 	}
 }
+
+// over reports whether the program wrote past the limit and that ends
+// the run (not truncate).
+func (c *capture) over() bool { return c.total > c.limit && !c.truncate }
 
 // keepBytes appends b (within the limit) to what is kept. The buffer
 // grows by doubling but never past the limit: a server holds one per

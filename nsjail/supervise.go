@@ -298,6 +298,7 @@ func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 	s := sv.spec
 	stdout := newCapture(s.OutputLimit, s.Stdout, s.Capture)
 	stderr := newCapture(s.OutputLimit, s.Stderr, s.Capture)
+	stdout.truncate, stderr.truncate = s.OutputTruncate, s.OutputTruncate
 	go stdout.drain(sv.pipes.outR)
 	go stderr.drain(sv.pipes.errR)
 	if err := sv.sendRun(); err != nil {
@@ -370,9 +371,6 @@ func (sv *supervisor) supervise(ctx context.Context, stdout, stderr *capture) (i
 	// Channels that stay ready once they fire are dropped from the select
 	// after their first time, or it would spin until the jail has ended.
 	outOver, errOver, interrupted := stdout.exceeded, stderr.exceeded, ctx.Done()
-	if s.OutputTruncate {
-		outOver, errOver = nil, nil // past the limit output is dropped, not a reason to end
-	}
 	deadline := time.NewTimer(SetupTimeout)
 	defer deadline.Stop()
 	var cpuCheck <-chan time.Time

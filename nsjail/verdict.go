@@ -32,9 +32,9 @@ func (sv *supervisor) judge(waitErr error, stdout, stderr *capture) *result.Resu
 		r.Status, r.Limit = result.StatusOutputLimit, sv.killedFor
 	// A program that wrote past the limit and ended before the kill came
 	// (its exit reported first) gets the same verdict.
-	case stdout.total > stdout.limit && !sv.spec.OutputTruncate:
+	case stdout.over():
 		r.Status, r.Limit = result.StatusOutputLimit, result.LimitStdout
-	case stderr.total > stderr.limit && !sv.spec.OutputTruncate:
+	case stderr.over():
 		r.Status, r.Limit = result.StatusOutputLimit, result.LimitStderr
 	case sv.oomKilled:
 		// With memory.oom.group (v2) the kernel kills the init too, so

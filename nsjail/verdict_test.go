@@ -29,3 +29,22 @@ func TestOutputLimitWhenTheExitCameFirst(t *testing.T) {
 		}
 	}
 }
+
+// With OutputTruncate, output past the limit is cut and the verdict is the
+// program's own: the limit neither ends the run nor judges it.
+func TestOutputTruncateKeepsTheVerdict(t *testing.T) {
+	stdout, stderr := newCapture(10, nil, true), newCapture(10, nil, true)
+	stdout.truncate, stderr.truncate = true, true
+	stdout.take(make([]byte, 100))
+	stderr.take(make([]byte, 5))
+	select {
+	case <-stdout.exceeded:
+		t.Error("past the limit with truncate: the run was to be ended")
+	default:
+	}
+	sv := &supervisor{gotExit: true} // exit status 0
+	r := sv.judge(nil, stdout, stderr)
+	if r.Status != result.StatusOK || len(r.Stdout) != 10 || !r.StdoutTruncated || r.StderrTruncated {
+		t.Errorf("got %s, %d bytes (truncated %v, stderr %v); want ok, 10 bytes, stdout truncated only", r.Status, len(r.Stdout), r.StdoutTruncated, r.StderrTruncated)
+	}
+}

@@ -428,8 +428,6 @@ func TestHTTPBadRequests(t *testing.T) {
 		{"GET", "/v1/runs", "", 405, "use POST"},
 		{"POST", "/v2/everything", "", 404, "no such endpoint"},
 		{"POST", "/v1/batch?order=random", "", 400, "order="},
-		{"POST", "/run_code", `{"code": "1", "language": "cpp"}`, 400, "Python only"},
-		{"POST", "/run_code", `{"code": "1", "language": "python", "fetch_files": ["a"]}`, 400, "fetch_files"},
 	} {
 		code, body := s.do(t, c.method, c.path, c.body, nil)
 		wantError(t, code, body, c.code, c.want)
