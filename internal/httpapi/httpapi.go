@@ -2,7 +2,7 @@
 // --http` beside the exec socket and with the same jails
 // (internal/server's Runner): runs (POST /v1/runs, GET and DELETE
 // /v1/runs/{id}), batches (POST /v1/batch), SandboxFusion's POST
-// /run_code, the MCP tool over streamable HTTP (/mcp), /healthz and
+// /run_code (and its GET /v1/ping), the MCP tool over streamable HTTP (/mcp), /healthz and
 // Prometheus's /metrics. Every run is a batch task built by
 // internal/batch and run by internal/service, as `microbox batch` and the
 // MCP tool run theirs; docs/http-api.md is the reference.
@@ -12,7 +12,9 @@
 // path or run), 405 (method), 408 (the body was too slow), 413 (too
 // large), 429 (busy: Retry-After), 503 (stopping, or out of descriptors
 // for a run: Retry-After; at /healthz, runs cannot work here:
-// internal/health). 401 and 403 close the connection.
+// internal/health). 401 and 403 close the connection. /run_code answers
+// a request that does not validate as SandboxFusion's server does: 422
+// with FastAPI's {"detail": [...]}.
 package httpapi
 
 import (

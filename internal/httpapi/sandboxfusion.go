@@ -2,9 +2,11 @@ package httpapi
 
 // SandboxFusion's POST /run_code, for Python: code written for
 // SandboxFusion (RL frameworks' reward functions) works by changing its
-// URL. The request becomes a batch task like any other run's; the verdict
-// is mapped onto SandboxFusion's response, field by field as
-// docs/http-api.md tabulates.
+// URL. The request becomes a batch task like any other run's, run as
+// SandboxFusion's runner runs it; the verdict is mapped onto
+// SandboxFusion's response, field by field as docs/sandboxfusion.md
+// tabulates. sandboxfusion_request.go reads the request as its server
+// does.
 
 import (
 	"encoding/base64"
