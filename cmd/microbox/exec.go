@@ -358,7 +358,7 @@ var flagNames = map[string]string{
 	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
 	"Zygote": "--zygote", "ZygoteFallback": "--zygote-fallback", "Preload": "--preload",
 	"Fetch": "--fetch",
-	"Code": "-c CODE", "File": "a Python file",
+	"Code":  "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",
 	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "RedactBudget": "--redact-budget", "MaxRisk": "--max-risk",
