@@ -357,8 +357,7 @@ var flagNames = map[string]string{
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
 	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
 	"Zygote": "--zygote", "ZygoteFallback": "--zygote-fallback", "Preload": "--preload",
-	"Fetch": "--fetch",
-	"Code":  "-c CODE", "File": "a Python file",
+	"Fetch": "--fetch", "Code": "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",
 	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "RedactBudget": "--redact-budget", "MaxRisk": "--max-risk",
