@@ -11,6 +11,7 @@
 package batch
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ type Task struct {
 	Stdin       *string           `json:"stdin"`
 	Args        []string          `json:"args"`
 	Files       map[string]string `json:"files"`
+	// FilesBase64 are files as Files, their contents base64: bytes a
+	// JSON string cannot carry. Fetch names files to fetch after the run.
+	FilesBase64 map[string]string `json:"files_base64"`
+	Fetch       []string          `json:"fetch"`
 	Env         map[string]string `json:"env"`
 	Mem         *Quantity         `json:"mem"`
 	Timeout     *Quantity         `json:"timeout"`
@@ -231,11 +236,12 @@ func taskOptions(base nsjail.Options, t *Task) (nsjail.Options, error) {
 	dst := reflect.ValueOf(&o).Elem()
 	for _, f := range Fields {
 		v := t.value(f.Key)
-		if f.Layer || f.Name == "" || !v.IsValid() {
+		special, ok := specialFields[f.Key] // files_base64 has no field of its own: it adds to Files
+		if f.Layer || f.Name == "" && !ok || !v.IsValid() {
 			continue
 		}
 		var err error
-		if special, ok := specialFields[f.Key]; ok {
+		if ok {
 			err = special(&o, v.Interface())
 		} else {
 			err = setField(dst.FieldByName(f.Name), f, v)
@@ -251,6 +257,9 @@ func taskOptions(base nsjail.Options, t *Task) (nsjail.Options, error) {
 // replaces, or that change form on the way.
 var specialFields = map[string]func(o *nsjail.Options, v any) error{
 	"files": func(o *nsjail.Options, v any) error { return badInput(taskFiles(o, v.(map[string]string))) },
+	"files_base64": func(o *nsjail.Options, v any) error {
+		return badInput(taskFilesBase64(o, v.(map[string]string)))
+	},
 	"env":   func(o *nsjail.Options, v any) error { return badInput(taskEnv(o, v.(map[string]string))) },
 	"stdin": func(o *nsjail.Options, v any) error {
 		o.Stdin = strings.NewReader(*v.(*string))
@@ -291,6 +300,23 @@ func taskFiles(o *nsjail.Options, files map[string]string) error {
 			dst = path.Join(o.Workdir, name)
 		}
 		o.Files = append(o.Files, nsjail.File{Path: dst, Data: []byte(files[name]), Mode: 0o644})
+	}
+	return nil
+}
+
+// taskFilesBase64 adds the task's files_base64, decoded, as taskFiles
+// adds its files.
+func taskFilesBase64(o *nsjail.Options, files map[string]string) error {
+	decoded := make(map[string]string, len(files))
+	for name, b64 := range files {
+		data, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return fmt.Errorf(`"files_base64": %q is not base64 (%v); send each file's content base64-encoded (RFC 4648, with padding)`, name, err)
+		}
+		decoded[name] = string(data)
+	}
+	if err := taskFiles(o, decoded); err != nil {
+		return fmt.Errorf("%s", strings.Replace(err.Error(), `"files"`, `"files_base64"`, 1))
 	}
 	return nil
 }

@@ -97,9 +97,6 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits) (*batc
 	if *req.Language != "python" {
 		return nil, fmt.Errorf(`language %q: microbox runs Python only; send "language": "python"`, *req.Language)
 	}
-	if len(req.FetchFiles) > 0 {
-		return nil, fmt.Errorf(`"fetch_files": microbox returns no files from a run; leave it empty and print what you need to stdout`)
-	}
 	timeout := sandboxFusionDefaultTimeout
 	if req.RunTimeout != nil {
 		timeout = *req.RunTimeout
@@ -110,6 +107,9 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits) (*batc
 	task := map[string]any{"code": *req.Code, "timeout": timeout}
 	if req.Stdin != nil {
 		task["stdin"] = *req.Stdin
+	}
+	if len(req.FetchFiles) > 0 {
+		task["fetch"] = req.FetchFiles
 	}
 	if m := req.MemoryLimitMB; m != nil && *m > 0 {
 		if err := checkMemoryLimitMB(*m, base, limits); err != nil {
@@ -180,7 +180,7 @@ func checkMemoryLimitMB(mb int64, base nsjail.Options, limits batch.Limits) erro
 func sandboxFusionResponse(res *result.Result) runCodeResponse {
 	secs := res.WallTimeMs / 1000
 	run := &commandRunResult{Status: "Finished", ExecutionTime: &secs, Stdout: &res.Stdout, Stderr: &res.Stderr}
-	resp := runCodeResponse{Status: "Failed", RunResult: run, Files: map[string]string{}}
+	resp := runCodeResponse{Status: "Failed", RunResult: run, Files: fetchedFiles(res)}
 	switch res.Status {
 	case result.StatusOK:
 		resp.Status = "Success"
@@ -196,6 +196,20 @@ func sandboxFusionResponse(res *result.Result) runCodeResponse {
 		run.ReturnCode = returnCode(res)
 	}
 	return resp
+}
+
+// fetchedFiles are the files fetched as SandboxFusion returns them, by
+// the name asked for: base64 contents, of those fetched; one missing, not
+// a regular file or over a ceiling is left out, as SandboxFusion leaves
+// out what is not a file (the error is in /v1/runs's "fetched").
+func fetchedFiles(res *result.Result) map[string]string {
+	files := map[string]string{}
+	for name, f := range res.Fetched {
+		if f.Error == "" {
+			files[name] = base64.StdEncoding.EncodeToString(f.Data)
+		}
+	}
+	return files
 }
 
 // returnCode is the program's code as Python's subprocess reports it: its
