@@ -37,10 +37,6 @@ type Task struct {
 	Stdin       *string           `json:"stdin"`
 	Args        []string          `json:"args"`
 	Files       map[string]string `json:"files"`
-	// FilesBase64 are files as Files, their contents base64: bytes a
-	// JSON string cannot carry. Fetch names files to fetch after the run.
-	FilesBase64 map[string]string `json:"files_base64"`
-	Fetch       []string          `json:"fetch"`
 	Env         map[string]string `json:"env"`
 	Mem         *Quantity         `json:"mem"`
 	Timeout     *Quantity         `json:"timeout"`
@@ -64,6 +60,10 @@ type Task struct {
 	Zygote         *bool    `json:"zygote"`
 	ZygoteFallback *bool    `json:"zygote_fallback"`
 	Preload        []string `json:"preload"`
+	// FilesBase64 are files as Files, their contents base64: bytes a
+	// JSON string cannot carry. Fetch names files to fetch after the run.
+	FilesBase64 map[string]string `json:"files_base64"`
+	Fetch       []string          `json:"fetch"`
 	// Source is the program the policy layers judge, when Code is a
 	// harness that runs it (eval's); set in Go, never from a task line.
 	Source *string `json:"-"`
