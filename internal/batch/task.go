@@ -257,13 +257,13 @@ func taskOptions(base nsjail.Options, t *Task) (nsjail.Options, error) {
 // replaces, or that change form on the way.
 var specialFields = map[string]func(o *nsjail.Options, v any) error{
 	"files": func(o *nsjail.Options, v any) error { return badInput(taskFiles(o, v.(map[string]string))) },
-	"files_base64": func(o *nsjail.Options, v any) error {
-		return badInput(taskFilesBase64(o, v.(map[string]string)))
-	},
 	"env":   func(o *nsjail.Options, v any) error { return badInput(taskEnv(o, v.(map[string]string))) },
 	"stdin": func(o *nsjail.Options, v any) error {
 		o.Stdin = strings.NewReader(*v.(*string))
 		return nil
+	},
+	"files_base64": func(o *nsjail.Options, v any) error {
+		return badInput(taskFilesBase64(o, v.(map[string]string)))
 	},
 }
 
