@@ -426,7 +426,7 @@ func TestHTTPBadRequests(t *testing.T) {
 		{"POST", "/v2/everything", "", 404, "no such endpoint"},
 		{"POST", "/v1/batch?order=random", "", 400, "order="},
 		{"POST", "/run_code", `{"code": "1", "language": "cpp"}`, 400, "Python only"},
-		{"POST", "/run_code", `{"code": "1", "language": "python", "fetch_files": ["a"]}`, 400, "fetch_files"},
+		{"POST", "/run_code", `{"code": "1", "language": "python", "fetch_files": ["../etc/passwd"]}`, 400, "outside the writable areas"},
 	} {
 		code, body := s.do(t, c.method, c.path, c.body, nil)
 		wantError(t, code, body, c.code, c.want)
