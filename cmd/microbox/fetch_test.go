@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/microbox/microbox/internal/service"
 	"github.com/microbox/microbox/result"
 )
 
@@ -213,4 +215,37 @@ func TestMCPFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFetched(t, "mcp", r)
+}
+
+// A kept result counts its fetched files against --http-keep-bytes: two
+// results of 900K each do not fit in 1M, and the older goes.
+func TestHTTPFetchKeptResultsCounted(t *testing.T) {
+	s := startAPI(t, "--http-keep-bytes", "1M")
+	task := `{"code": "open('f', 'wb').write(b'x' * 900000)", "fetch": ["f"]}`
+	var ids []string
+	for range 2 {
+		code, body := s.post(t, "/v1/runs?wait=false", task)
+		var st service.Status
+		if code != http.StatusAccepted || json.Unmarshal(body, &st) != nil {
+			t.Fatalf("wait=false: %d %s", code, body)
+		}
+		ids = append(ids, st.ID)
+		for deadline := time.Now().Add(30 * time.Second); st.State != service.StateDone; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s never done", st.ID)
+			}
+			_, body := s.do(t, http.MethodGet, "/v1/runs/"+st.ID, "", nil)
+			json.Unmarshal(body, &st)
+		}
+		if f := st.Result.Fetched["f"]; f == nil || len(f.Data) != 900000 {
+			t.Fatalf("fetched %+v", st.Result.Fetched)
+		}
+	}
+	code, _ := s.do(t, http.MethodGet, "/v1/runs/"+ids[0], "", nil)
+	if code != http.StatusNotFound {
+		t.Errorf("the older result of 900K is still kept (%d) beside another in --http-keep-bytes 1M", code)
+	}
+	if code, _ := s.do(t, http.MethodGet, "/v1/runs/"+ids[1], "", nil); code != http.StatusOK {
+		t.Errorf("the newer result: %d", code)
+	}
 }

@@ -75,14 +75,17 @@ func (e *entry) finish(res *policy.Result) {
 // strings: the struct, its numbers, redaction counts, a risk report.
 const resultOverhead = 1 << 10
 
-// resultSize is about the bytes a kept result holds: its stdout, stderr
-// and error, and resultOverhead.
+// resultSize is about the bytes a kept result holds: its stdout, stderr,
+// error and fetched files, and resultOverhead.
 func resultSize(res *policy.Result) int64 {
 	n := int64(resultOverhead)
 	if r := res.Result; r != nil {
 		n += int64(len(r.Stdout) + len(r.Stderr))
 		if r.Error != nil {
 			n += int64(len(*r.Error))
+		}
+		for name, f := range r.Fetched { // up to --max-fetch-bytes
+			n += int64(len(name) + len(f.Data) + len(f.Error))
 		}
 	}
 	return n
