@@ -44,3 +44,13 @@ func (f *Fetched) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// FetchedBytes is about the memory r's fetched files hold, for a caller
+// that bounds the results it keeps.
+func (r *Result) FetchedBytes() int64 {
+	var n int64
+	for name, f := range r.Fetched {
+		n += int64(len(name) + len(f.Data) + len(f.Error))
+	}
+	return n
+}

@@ -84,9 +84,7 @@ func resultSize(res *policy.Result) int64 {
 		if r.Error != nil {
 			n += int64(len(*r.Error))
 		}
-		for name, f := range r.Fetched { // up to --max-fetch-bytes
-			n += int64(len(name) + len(f.Data) + len(f.Error))
-		}
+		n += r.FetchedBytes() // up to --max-fetch-bytes
 	}
 	return n
 }
