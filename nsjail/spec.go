@@ -28,6 +28,7 @@
 //	pipes.go     the descriptors between the supervisor and PID 1
 //	output.go    stdout and stderr, drained and capped
 //	verdict.go   the verdict, from what PID 1 and the cgroup reported
+//	fetch.go     files fetched from the scratch area once the run ended
 //	jail.go      jails started ahead of their runs (microbox serve)
 //
 // Runs forked from a zygote's template interpreter:
