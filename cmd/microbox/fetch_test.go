@@ -215,6 +215,9 @@ func TestMCPFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFetched(t, "mcp", r)
+	if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "out.bin: 256 bytes\n") || !strings.Contains(text, "fifo: /tmp/fifo: not a regular file\n") {
+		t.Errorf("the text summary does not list the fetched files: %q", text)
+	}
 }
 
 // A kept result counts its fetched files against --http-keep-bytes: two
