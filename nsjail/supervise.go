@@ -304,7 +304,7 @@ func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 	go stderr.drain(sv.pipes.errR)
 	scratch, err := sv.openScratch()
 	if err != nil {
-		return nil, fmt.Errorf("fetch: %w", err)
+		return nil, err
 	}
 	if err := sv.sendRun(); err != nil {
 		scratch.close()
@@ -334,7 +334,11 @@ func (sv *supervisor) openScratch() (*scratchDirs, error) {
 			return nil, err
 		}
 	}
-	return openScratch(sv.pid, sv.spec)
+	sc, err := openScratch(sv.pid, sv.spec)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	return sc, nil
 }
 
 // fetch reads the files the run asked for into res, once every process
