@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,12 @@ type Options struct {
 	// from memory after them.
 	HostFiles []HostFile
 	Files     []File
+	// Fetch names files to read from the scratch area once the program
+	// has ended (Spec.Fetch): a relative name is in the working
+	// directory. FetchMaxFile and FetchMaxTotal bound the bytes read (0:
+	// DefaultFetchMaxFile, DefaultFetchMaxTotal).
+	Fetch                       []string
+	FetchMaxFile, FetchMaxTotal int64
 	// Env adds KEY=VALUE entries to the program's fixed base environment
 	// (BaseEnv); a later entry for a key wins.
 	Env []string
@@ -271,6 +278,9 @@ func (o *Options) Build() (*Spec, error) {
 	}
 	s.Files = append(s.Files, o.prepared.files.value...)
 	s.Files = append(s.Files, o.Files...)
+	if err := o.fetch(s); err != nil {
+		return nil, err
+	}
 	if s.Env, err = BaseEnv(o.Env); err != nil {
 		return nil, err
 	}
@@ -305,6 +315,23 @@ func (o *Options) overflow(s *Spec) error {
 			return field.Errorf("MemoryRlimit", "{MemoryRlimit} needs a memory limit ({Memory}), which needs a cgroup")
 		}
 		s.Rlimits.Data = DataRlimit(o.Memory)
+	}
+	return nil
+}
+
+// fetch places the files to fetch: a relative name in the working
+// directory (Spec.Validate checks where they land).
+func (o *Options) fetch(s *Spec) error {
+	s.FetchMaxFile, s.FetchMaxTotal = cmp.Or(o.FetchMaxFile, DefaultFetchMaxFile), cmp.Or(o.FetchMaxTotal, DefaultFetchMaxTotal)
+	for _, name := range o.Fetch {
+		if name == "" || strings.IndexByte(name, 0) >= 0 {
+			return field.Errorf("Fetch", "{Fetch} %q: give the path of a file in the sandbox, e.g. out.png or /tmp/out.png", name)
+		}
+		p := path.Clean(name)
+		if !path.IsAbs(name) {
+			p = path.Join(o.Workdir, name)
+		}
+		s.Fetch = append(s.Fetch, FetchFile{Name: name, Path: p})
 	}
 	return nil
 }

@@ -28,6 +28,7 @@
 //	pipes.go     the descriptors between the supervisor and PID 1
 //	output.go    stdout and stderr, drained and capped
 //	verdict.go   the verdict, from what PID 1 and the cgroup reported
+//	fetch.go     files fetched from the scratch area once the run ended
 //	jail.go      jails started ahead of their runs (microbox serve)
 //
 // Runs forked from a zygote's template interpreter:
@@ -78,6 +79,11 @@ type Spec struct {
 	// Files are written into the scratch area before the program starts,
 	// owned by the program's user.
 	Files []File
+	// Fetch are files read from the scratch area once the program has
+	// ended, into the result's Fetched (fetch.go): each of at most
+	// FetchMaxFile bytes, all together at most FetchMaxTotal.
+	Fetch                       []FetchFile
+	FetchMaxFile, FetchMaxTotal int64
 	// RootFiles are placed read-only under RootFilesDir, for helpers
 	// microbox itself starts in the sandbox (the module policy's
 	// sitecustomize). In the host-derived root they are written before the
@@ -254,6 +260,9 @@ func (s *Spec) Validate() error {
 			return field.Errorf("Files", "file %s is outside the writable areas; put it under /tmp or the working directory %s", f.Path, s.Workdir)
 		}
 	}
+	if err := s.validateFetch(); err != nil {
+		return err
+	}
 	if s.TmpfsSize <= 0 {
 		return field.Errorf("TmpfsSize", "{TmpfsSize} must be positive")
 	}
@@ -297,6 +306,29 @@ func (s *Spec) Validate() error {
 		return err
 	}
 	return rootfs.CheckPython(s.RootDir, s.Argv[0])
+}
+
+// validateFetch checks that each file to fetch lies in a scratch area,
+// as a file written in must, and that the supervisor can reach it.
+func (s *Spec) validateFetch() error {
+	if len(s.Fetch) == 0 {
+		return nil
+	}
+	if hostIDs().rootless {
+		return field.Errorf("Fetch", "{Fetch}: files can be fetched only when microbox runs as root (a rootless supervisor cannot reach the jail's scratch area); print what you need to stdout instead")
+	}
+	if s.FetchMaxFile <= 0 || s.FetchMaxTotal <= 0 {
+		return field.Errorf("Fetch", "{Fetch}: the ceilings on fetched bytes must be positive")
+	}
+	for _, f := range s.Fetch {
+		if err := checkSandboxPath("file to fetch", f.Path); err != nil {
+			return field.Errorf("Fetch", "{Fetch} %q: %v", f.Name, err)
+		}
+		if !strings.HasPrefix(f.Path, "/tmp/") && !strings.HasPrefix(f.Path, s.Workdir+"/") {
+			return field.Errorf("Fetch", "{Fetch} %q is %s, outside the writable areas: name a file under /tmp or the working directory %s", f.Name, f.Path, s.Workdir)
+		}
+	}
+	return nil
 }
 
 // RootFilesDir is where RootFiles go: a directory the program can read

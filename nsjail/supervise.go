@@ -42,6 +42,7 @@ type supervisor struct {
 	began   int64 // monotonic ns when the run was asked for
 
 	// What the init reported.
+	ready     bool // PID 1 has made the jail and waits for its run
 	setupErr  string
 	started   int64 // monotonic ns of the program's execve; 0 until then
 	exited    int64
@@ -173,6 +174,7 @@ func (sv *supervisor) awaitReady() error {
 			sv.record(ev)
 			switch ev.kind {
 			case statusReady:
+				sv.ready = true
 				return nil
 			case statusError:
 				return fmt.Errorf("start jail: %s", sv.setupErr)
@@ -301,7 +303,12 @@ func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 	stdout.truncate, stderr.truncate = s.OutputTruncate, s.OutputTruncate
 	go stdout.drain(sv.pipes.outR)
 	go stderr.drain(sv.pipes.errR)
+	scratch, err := sv.openScratch()
+	if err != nil {
+		return nil, err
+	}
 	if err := sv.sendRun(); err != nil {
+		scratch.close()
 		return nil, fmt.Errorf("start jail: %w", err)
 	}
 	sv.feedStdin(s.Stdin)
@@ -311,7 +318,43 @@ func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 	}
 	<-stdout.done
 	<-stderr.done
-	return sv.judge(waitErr, stdout, stderr), nil
+	res := sv.judge(waitErr, stdout, stderr)
+	sv.fetch(scratch, res)
+	return res, nil
+}
+
+// openScratch opens the scratch mounts of a run that fetches files
+// (fetch.go), once PID 1 has made them and before it has the run; nil
+// for a run that fetches none.
+func (sv *supervisor) openScratch() (*scratchDirs, error) {
+	if len(sv.spec.Fetch) == 0 {
+		return nil, nil
+	}
+	if sv.zygote == nil && !sv.ready {
+		if err := sv.awaitReady(); err != nil {
+			return nil, err
+		}
+	}
+	sc, err := openScratch(sv.pid, sv.spec)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	return sc, nil
+}
+
+// fetch reads the files the run asked for into res, once every process
+// of the jail has ended (PID 1 reaped), if the program started.
+func (sv *supervisor) fetch(scratch *scratchDirs, res *result.Result) {
+	if scratch == nil {
+		return
+	}
+	defer scratch.close()
+	if sv.started == 0 {
+		return
+	}
+	sv.reap() // its error is the teardown's to report
+	res.Fetched = scratch.fetch(sv.spec)
+	sv.mark("fetched")
 }
 
 // sendRun hands the jail its run: the plan's second part to PID 1, or to

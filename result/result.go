@@ -72,6 +72,12 @@ type Result struct {
 	// started afresh (no template could serve it); absent otherwise, and
 	// when the program never started (sandbox_error).
 	Start string `json:"start,omitempty"`
+	// Fetched holds the files the run asked to fetch from its scratch
+	// area after the program ended, by the path as asked (relative ones
+	// in the working directory): each one's bytes (base64) or why it
+	// could not be fetched. Absent when the run asked for none, and when
+	// the program never started.
+	Fetched map[string]*Fetched `json:"fetched,omitempty"`
 
 	// Unavailable, when set, says the program never started for want of
 	// the host's resources (microbox was out of file descriptors), not

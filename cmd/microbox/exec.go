@@ -50,6 +50,8 @@ type execFlags struct {
 	// layers are exec's policy layers (layers.go); eval stdio and mbpp
 	// register them too, batch and eval humaneval do not.
 	layers layerFlags
+	// fetch are exec's --fetch and --out (fetch.go).
+	fetch fetchFlags
 	// inv is whom exec runs for; nil means microbox's own process.
 	inv *invocation
 	// streamed is where the program's output goes without --json.
@@ -85,6 +87,7 @@ microbox exits with the program's status: its exit code, 128+N for signal N,
 	fl.StringVarP(&f.code, "code", "c", "", "run this code instead of a file")
 	f.sandboxFlags(c)
 	f.layers.register(c)
+	f.fetch.register(c)
 	return c
 }
 
@@ -155,6 +158,9 @@ func (f *execFlags) run(c *cobra.Command, args []string) (*batch.Run, error) {
 // would claim a result (a success, even) the caller never got.
 func (f *execFlags) deliver(inv *invocation, res *policy.Result) int {
 	lost := f.streamed.lost()
+	if err := f.fetch.write(inv, res.Result); err != nil && lost == nil {
+		lost = err
+	}
 	if f.json {
 		lost = writeJSON(inv.stdout, res)
 	} else {
@@ -252,6 +258,10 @@ func (f *execFlags) programOptions(c *cobra.Command, args []string) (nsjail.Opti
 		f.streamed = streamed{stdout: lossWriter{w: inv.stdout, name: "stdout"}, stderr: lossWriter{w: inv.stderr, name: "stderr"}}
 		o.Stdout, o.Stderr = &f.streamed.stdout, &f.streamed.stderr
 	}
+	if err := f.fetch.check(f.json); err != nil {
+		return o, err
+	}
+	o.Fetch = f.fetch.paths
 	o.Stdin = stdin(inv)
 	o.Before = inv.moments // in the trace only with --trace
 	return o, nil
@@ -347,7 +357,7 @@ var flagNames = map[string]string{
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
 	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
 	"Zygote": "--zygote", "ZygoteFallback": "--zygote-fallback", "Preload": "--preload",
-	"Code": "-c CODE", "File": "a Python file",
+	"Fetch": "--fetch", "Code": "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",
 	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "RedactBudget": "--redact-budget", "MaxRisk": "--max-risk",

@@ -625,6 +625,12 @@ func TestRootless(t *testing.T) {
 	if code != result.ExitSandboxError || !strings.Contains(string(errOut), "--no-cgroup") {
 		t.Fatalf("a rootless run with limits: exit %d, stderr %q", code, errOut)
 	}
+	// A rootless supervisor cannot reach the jail's scratch area: --fetch
+	// is refused by name before the run.
+	_, errOut, code = runCmd(t, asNobody("exec", "--no-cgroup", "--json", "--fetch", "out", "-c", "open('out', 'w')"))
+	if code != result.ExitSandboxError || !strings.Contains(string(errOut), "--fetch: files can be fetched only when microbox runs as root") {
+		t.Fatalf("a rootless run that fetches: exit %d, stderr %q", code, errOut)
+	}
 }
 
 // Read-only binds cover what the host mounted below them: a separate

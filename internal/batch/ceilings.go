@@ -7,6 +7,7 @@ package batch
 // over one as bad input naming the key, the value and the ceiling.
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -65,15 +66,26 @@ func ceilingList() []Ceiling {
 		{Name: "stdin", Key: "stdin", Kind: KindSize, Default: "16M", Eval: true, Doc: "the most bytes a task may send as \"stdin\"",
 			measure: func(t *Task) (int, string, bool) { n, ok := str(t.Stdin); return n, "is %d bytes", ok }},
 		{Name: "files", Key: "files", Kind: KindCount, Default: "1000", Doc: "the most files a task may send in \"files\"",
-			measure: func(t *Task) (int, string, bool) { return len(t.Files), "has %d files", t.Files != nil }},
-		{Name: "file-bytes", Key: "files", Kind: KindSize, Default: "64M", Doc: "the most bytes a task may send in \"files\", all files together",
+			measure: func(t *Task) (int, string, bool) {
+				return len(t.Files) + len(t.FilesBase64), "has %d files", t.Files != nil || t.FilesBase64 != nil
+			}},
+		{Name: "file-bytes", Key: "files", Kind: KindSize, Default: "64M", Doc: "the most bytes a task may send in \"files\" and \"files_base64\", all files together (base64 counted decoded)",
 			measure: func(t *Task) (int, string, bool) {
 				n := 0
 				for name, data := range t.Files {
 					n += len(name) + len(data)
 				}
-				return n, "hold %d bytes", t.Files != nil
+				for name, b64 := range t.FilesBase64 {
+					n += len(name) + base64.StdEncoding.DecodedLen(len(b64))
+				}
+				return n, "hold %d bytes", t.Files != nil || t.FilesBase64 != nil
 			}},
+		{Name: "fetch", Key: "fetch", Kind: KindCount, Default: "100", Doc: "the most files a task may name in \"fetch\"",
+			measure: func(t *Task) (int, string, bool) { return len(t.Fetch), "names %d files", t.Fetch != nil }},
+		// The fetched bytes are bounded as they are read (the run's
+		// Spec.FetchMaxFile and FetchMaxTotal), not by the task.
+		{Name: "fetch-file-bytes", Key: "fetch", Kind: KindSize, Default: "16M", Doc: "the most bytes one fetched file may hold (a larger one is fetched as an error)"},
+		{Name: "fetch-bytes", Key: "fetch", Kind: KindSize, Default: "64M", Doc: "the most bytes a task's fetched files may hold together (those past it are fetched as errors)"},
 		{Name: "redact-patterns", Key: "redact_patterns", Kind: KindCount, Default: "16", Doc: "the most patterns a task may send in \"redact_patterns\"",
 			measure: func(t *Task) (int, string, bool) {
 				return len(t.RedactPatterns), "has %d patterns", t.RedactPatterns != nil
@@ -288,6 +300,9 @@ func (l Limits) check(base, o nsjail.Options, t *Task) error {
 				}
 				return badInput(errors.New(l.Over(what, c.Name, c.format(ceiling))))
 			}
+			continue
+		}
+		if c.measure == nil {
 			continue
 		}
 		if n, say, ok := c.measure(t); ok && float64(n) > ceiling {

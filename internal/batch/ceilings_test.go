@@ -141,7 +141,7 @@ func TestFieldsDeclared(t *testing.T) {
 		}
 	}
 	// Every declared field applies: a task setting each once builds.
-	line := `{"code": "1", "stdin": "x", "args": ["a"], "workdir": "/tmp/w", "files": {"f": "1"}, "env": {"A": "1"},
+	line := `{"code": "1", "stdin": "x", "args": ["a"], "workdir": "/tmp/w", "files": {"f": "1"}, "files_base64": {"g": "//A="}, "fetch": ["out"], "env": {"A": "1"},
 		"mem": "128M", "timeout": 2, "cpu_time": "1s", "cpus": 0.5, "pids": 64, "output_limit": "4K", "tmpfs_size": "16M",
 		"deny_modules": ["socket"], "allow_modules": [], "guard": "humaneval", "redact": true, "redact_patterns": ["K=key"],
 		"max_risk": 100, "zygote_fallback": true, "preload": ["json"]}`
@@ -158,7 +158,7 @@ func TestFieldsDeclared(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Memory != 128<<20 || o.CPUs != 0.5 || o.Pids != 64 || o.Workdir != "/tmp/w" || o.Stdin == nil || !o.ZygoteFallback ||
-		len(o.Preload) != 1 || o.Files[0].Path != "/tmp/w/f" || *lo.MaxRisk != 100 || !lo.Redact || lo.Guard != "humaneval" {
+		len(o.Preload) != 1 || o.Files[0].Path != "/tmp/w/f" || string(o.Files[1].Data) != "\xff\xf0" || o.Fetch[0] != "out" || *lo.MaxRisk != 100 || !lo.Redact || lo.Guard != "humaneval" {
 		t.Errorf("the task did not apply: %+v %+v", o, lo)
 	}
 }

@@ -64,6 +64,9 @@ func Prepare(ctx context.Context, base nsjail.Options, layers policy.Options, li
 	if err := limits.check(base, o, t); err != nil {
 		return nil, err
 	}
+	if len(o.Fetch) > 0 {
+		o.FetchMaxFile, o.FetchMaxTotal = int64(limits.Value("fetch-file-bytes", base)), int64(limits.Value("fetch-bytes", base))
+	}
 	o.FieldNames = names
 	r, err := Assemble(ctx, o, func() (policy.Options, error) {
 		lo, err := t.layers(layers)

@@ -11,6 +11,7 @@
 package batch
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,10 @@ type Task struct {
 	Zygote         *bool    `json:"zygote"`
 	ZygoteFallback *bool    `json:"zygote_fallback"`
 	Preload        []string `json:"preload"`
+	// FilesBase64 are files as Files, their contents base64: bytes a
+	// JSON string cannot carry. Fetch names files to fetch after the run.
+	FilesBase64 map[string]string `json:"files_base64"`
+	Fetch       []string          `json:"fetch"`
 	// Source is the program the policy layers judge, when Code is a
 	// harness that runs it (eval's); set in Go, never from a task line.
 	Source *string `json:"-"`
@@ -236,11 +241,12 @@ func taskOptions(base nsjail.Options, t *Task) (nsjail.Options, error) {
 	dst := reflect.ValueOf(&o).Elem()
 	for _, f := range Fields {
 		v := t.value(f.Key)
-		if f.Layer || f.Name == "" || !v.IsValid() {
+		special, ok := specialFields[f.Key] // files_base64 has no field of its own: it adds to Files
+		if f.Layer || f.Name == "" && !ok || !v.IsValid() {
 			continue
 		}
 		var err error
-		if special, ok := specialFields[f.Key]; ok {
+		if ok {
 			err = special(&o, v.Interface())
 		} else {
 			err = setField(dst.FieldByName(f.Name), f, v)
@@ -260,6 +266,9 @@ var specialFields = map[string]func(o *nsjail.Options, v any) error{
 	"stdin": func(o *nsjail.Options, v any) error {
 		o.Stdin = strings.NewReader(*v.(*string))
 		return nil
+	},
+	"files_base64": func(o *nsjail.Options, v any) error {
+		return badInput(taskFilesBase64(o, v.(map[string]string)))
 	},
 }
 
@@ -296,6 +305,23 @@ func taskFiles(o *nsjail.Options, files map[string]string) error {
 			dst = path.Join(o.Workdir, name)
 		}
 		o.Files = append(o.Files, nsjail.File{Path: dst, Data: []byte(files[name]), Mode: 0o644})
+	}
+	return nil
+}
+
+// taskFilesBase64 adds the task's files_base64, decoded, as taskFiles
+// adds its files.
+func taskFilesBase64(o *nsjail.Options, files map[string]string) error {
+	decoded := make(map[string]string, len(files))
+	for name, b64 := range files {
+		data, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return fmt.Errorf(`"files_base64": %q is not base64 (%v); send each file's content base64-encoded (RFC 4648, with padding)`, name, err)
+		}
+		decoded[name] = string(data)
+	}
+	if err := taskFiles(o, decoded); err != nil {
+		return fmt.Errorf("%s", strings.Replace(err.Error(), `"files"`, `"files_base64"`, 1))
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func (it *Item) size() int64 {
 	if it.Result == nil || it.Result.Result == nil {
 		return 0
 	}
-	return int64(len(it.Result.Stdout) + len(it.Result.Stderr) + 512)
+	return int64(len(it.Result.Stdout)+len(it.Result.Stderr)+512) + it.Result.FetchedBytes()
 }
 
 // Label is what a progress bar counts the item as: its status, or "" if

@@ -123,9 +123,6 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits, workdi
 	if !ok {
 		return nil, fieldError("language", `language %q: microbox runs %s; send one of them`, *req.Language, strings.Join(slices.Sorted(maps.Keys(runCodeLanguages)), ", "))
 	}
-	if len(req.FetchFiles) > 0 {
-		return nil, fieldError("fetch_files", `"fetch_files": microbox returns no files from a run; leave it empty and print what you need to stdout`)
-	}
 	timeout := sandboxFusionDefaultTimeout
 	if req.RunTimeout != nil {
 		timeout = float64(*req.RunTimeout)
@@ -140,6 +137,9 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits, workdi
 	}
 	if req.Stdin != nil {
 		task["stdin"] = *req.Stdin
+	}
+	if len(req.FetchFiles) > 0 {
+		task["fetch"] = req.FetchFiles
 	}
 	if m := req.MemoryLimitMB; m != nil && *m > 0 {
 		if err := checkMemoryLimitMB(int64(*m), base, limits); err != nil {
@@ -221,7 +221,7 @@ func sandboxFusionResponse(res *result.Result, pod *string) runCodeResponse {
 	secs := res.WallTimeMs / 1000
 	run := &commandRunResult{Status: "Finished", ExecutionTime: &secs, Stdout: &res.Stdout, Stderr: &res.Stderr,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
-	resp := runCodeResponse{Status: "Failed", RunResult: run, ExecutorPodName: pod, Files: map[string]string{}}
+	resp := runCodeResponse{Status: "Failed", RunResult: run, ExecutorPodName: pod, Files: fetchedFiles(res)}
 	switch res.Status {
 	case result.StatusOK:
 		resp.Status = "Success"
@@ -237,6 +237,20 @@ func sandboxFusionResponse(res *result.Result, pod *string) runCodeResponse {
 		run.ReturnCode = returnCode(res)
 	}
 	return resp
+}
+
+// fetchedFiles are the files fetched as SandboxFusion returns them, by
+// the name asked for: base64 contents, of those fetched; one missing, not
+// a regular file or over a ceiling is left out, as SandboxFusion leaves
+// out what is not a file (the error is in /v1/runs's "fetched").
+func fetchedFiles(res *result.Result) map[string]string {
+	files := map[string]string{}
+	for name, f := range res.Fetched {
+		if f.Error == "" {
+			files[name] = base64.StdEncoding.EncodeToString(f.Data)
+		}
+	}
+	return files
 }
 
 // returnCode is the program's code as Python's subprocess reports it: its

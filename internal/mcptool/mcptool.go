@@ -144,5 +144,6 @@ func Summary(res *policy.Result) string {
 			b.WriteString("\n")
 		}
 	}
+	fetchedSummary(&b, res.Fetched)
 	return b.String()
 }

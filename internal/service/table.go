@@ -75,8 +75,8 @@ func (e *entry) finish(res *policy.Result) {
 // strings: the struct, its numbers, redaction counts, a risk report.
 const resultOverhead = 1 << 10
 
-// resultSize is about the bytes a kept result holds: its stdout, stderr
-// and error, and resultOverhead.
+// resultSize is about the bytes a kept result holds: its stdout, stderr,
+// error and fetched files, and resultOverhead.
 func resultSize(res *policy.Result) int64 {
 	n := int64(resultOverhead)
 	if r := res.Result; r != nil {
@@ -84,6 +84,7 @@ func resultSize(res *policy.Result) int64 {
 		if r.Error != nil {
 			n += int64(len(*r.Error))
 		}
+		n += r.FetchedBytes() // up to --max-fetch-bytes
 	}
 	return n
 }

@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 # Task fields that microbox batch takes per task; other limits are flags.
-_TASK_FIELDS = ("stdin", "args", "files", "env", "cpu_time", "cpus", "pids", "output_limit")
+_TASK_FIELDS = ("stdin", "args", "files", "files_base64", "fetch", "env", "cpu_time", "cpus", "pids", "output_limit")
 
 # A task's limits: a batch's task may lower them under its flags, not
 # raise them (the flags are its ceilings).
@@ -184,7 +184,11 @@ def execute_code(
     memory limit (None: microbox's default). Other keyword options:
 
     - stdin (str), args (list of str), files ({name: content}: relative
-      names go to the working directory), env ({name: value});
+      names go to the working directory), files_base64 ({name: base64}:
+      any bytes), env ({name: value});
+    - fetch (list of names): files brought back once the program has
+      ended, in result.raw["fetched"] ({name: {"base64": ...} or
+      {"error": ...}});
     - cpu_time (seconds), cpus, pids, output_limit (bytes or "1M");
     - any other `microbox exec` flag, in snake case: tmpfs_size="16M",
       workdir="/work", seccomp="log", no_cgroup=True, ...
