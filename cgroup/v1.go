@@ -121,17 +121,18 @@ func newV1(name string, opts Options) (Run, error) {
 			r.dirs[sub] = dir
 			continue
 		}
-		// Only a hierarchy this host lacks may be left out. One that is
-		// there but could not be joined (no descriptor for its lock,
-		// above all) would leave the run without its accounting: the
-		// verdict would lack CPU time or peak memory.
-		if _, mounted := parents[sub]; mounted && !errors.Is(err, fs.ErrNotExist) {
-			r.Remove()
-			return nil, fmt.Errorf("create cgroup v1 %s in the %s hierarchy: %w", name, sub, err)
-		}
 		if v1Needed(sub, lim) {
 			r.Remove()
 			return nil, field.Errorf("NoCgroup", "create cgroup v1 %s in the %s hierarchy, which a requested limit needs (%v); mount that hierarchy, or drop the limit, or pass {NoCgroup}", name, sub, err)
+		}
+		// Only a hierarchy this host lacks may be left out when no limit
+		// needs it. One that is there but could not be joined (read-only,
+		// or no descriptor for its lock) would leave the run without its
+		// accounting: the verdict would lack CPU time or peak memory. The
+		// cause stays wrapped, so a want of descriptors reads as busy.
+		if _, mounted := parents[sub]; mounted && !errors.Is(err, fs.ErrNotExist) {
+			r.Remove()
+			return nil, field.Errorf("NoCgroup", "create cgroup v1 %s in the %s hierarchy, which the run's accounting needs (%v); make it writable to microbox, or pass {NoCgroup}", name, sub, err)
 		}
 	}
 	for _, s := range v1Settings(lim) {
