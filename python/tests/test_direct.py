@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 from unittest import mock
 
@@ -197,6 +198,41 @@ class OnlyURLTest(unittest.TestCase):
         strip = lambda tests: [{k: v for k, v in t.items() if k != "wall_time_ms"} for t in tests]  # noqa: E731
         self.assertEqual([strip(g) for g in got], [strip(w) for w in want])
         self.assertEqual([t["status"] for t in want[0]], ["passed", "wrong_answer", "nonzero"])
+
+
+class BusyBatchTest(unittest.TestCase):
+    def test_busy_batch_is_retried(self):
+        """A server with room for one batch refuses a second (429) before
+        taking any of its tasks: run_batch asks again, and every task of
+        the generator it was given runs once."""
+        server = Server(os.environ["MICROBOX"], args=["--http-concurrency", "1", "--http-queue", "1"])
+        try:
+            first = microbox.run_batch([{"code": "import time; time.sleep(2); print('first')"}], server=server.url)
+            started = threading.Event()
+            out = []
+
+            def run_first():
+                started.set()
+                out.extend(r.stdout for r in first)
+
+            t = threading.Thread(target=run_first)
+            t.start()
+            started.wait()
+            time.sleep(0.5)  # the first batch is streaming
+            taken = []
+
+            def tasks():
+                for i in range(3):
+                    taken.append(i)
+                    yield {"id": i, "code": "print(%d)" % i}
+
+            got = [(r.id, r.stdout) for r in microbox.run_batch(tasks(), server=server.url)]
+            t.join()
+        finally:
+            server.stop()
+        self.assertEqual(out, ["first\n"])
+        self.assertEqual(got, [(0, "0\n"), (1, "1\n"), (2, "2\n")])
+        self.assertEqual(taken, [0, 1, 2])
 
 
 class IdleConnectionTest(unittest.TestCase):
