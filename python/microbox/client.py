@@ -1036,8 +1036,32 @@ def _out_lines(s: str) -> List[str]:
 
 
 def _snippet(s: str) -> str:
-    return json.dumps(s if len(s.encode("utf-8")) <= 40 else s.encode("utf-8")[:40].decode("utf-8", "ignore"),
-                      ensure_ascii=False) + ("" if len(s.encode("utf-8")) <= 40 else "...")
+    """The start of s, quoted for a message (eval's snippet)."""
+    b = s.encode("utf-8")
+    if len(b) <= 40:
+        return _go_quote(s)
+    return _go_quote(b[:40].decode("utf-8", "ignore")) + "..."
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+               "\\": "\\\\", '"': '\\"'}
+
+
+def _go_quote(s: str) -> str:
+    """s as Go's strconv.Quote writes it, as eval's messages quote output."""
+    out = []
+    for c in s:
+        if c in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[c])
+        elif c.isprintable():
+            out.append(c)
+        elif ord(c) < 0x80:
+            out.append("\\x%02x" % ord(c))
+        elif ord(c) < 0x10000:
+            out.append("\\u%04x" % ord(c))
+        else:
+            out.append("\\U%08x" % ord(c))
+    return '"' + "".join(out) + '"'
 
 
 def _match_seq(item: str, got: List[str], want: List[str], equal):

@@ -175,12 +175,25 @@ class OnlyURLTest(unittest.TestCase):
         cases = [("1 2", "2.0 4.0"), ("1", "2.0000001"), ("3", "7"), ("x", "0"), ("5\n", "10.0\n\n")]
         runs = [dict(compare="lines"), dict(compare="tokens", float_tolerance=1e-6), dict(compare="exact"),
                 dict(compare="lines", stop_on_fail=True, jobs=1)]
-        want = [microbox.check_stdio(program, cases, timeout=5, **o) for o in runs]
-        want.append(microbox.check_stdio("while True: pass", [("", "")], timeout=0.5))
+        # The echo program prints its input: each case is (what it prints, what is wanted).
+        echo = "import sys; sys.stdout.write(sys.stdin.read())"
+        echoes = [("1 2\n", "1 2"), ("1  2\r\n\n\n", "1 2"), ("1.0000001\n", "1"), ("x" * 50, "y" * 50),
+                  ("\u00e9\x01\u200b\n", "e\n"), ("a\nb\n", "a\n"), ("a\n", "a\nb\n"), ("-0.5 .5", "-.5 0.5"),
+                  ("123456789012345678901234567890\n", "123456789012345678901234567891\n"), ("1e400", "2e400"),
+                  ("caf\u00e9 " * 12, "caf\u00e9 " * 11)]
+        modes = [dict(compare="lines"), dict(compare="tokens", float_tolerance=1e-6), dict(compare="exact"),
+                 dict(compare="lines", float_tolerance=1e-6)]
+
+        def check_all():
+            out = [microbox.check_stdio(program, cases, timeout=5, **o) for o in runs]
+            out += [microbox.check_stdio(echo, echoes, timeout=5, **o) for o in modes]
+            out.append(microbox.check_stdio("while True: pass", [("", "")], timeout=0.5))
+            out.append(microbox.check_stdio("import os; os.abort()", [("", "")]))
+            return out
+        want = check_all()
         env, p1, p2 = self.only_url()
         with env, p1, p2:
-            got = [microbox.check_stdio(program, cases, timeout=5, **o) for o in runs]
-            got.append(microbox.check_stdio("while True: pass", [("", "")], timeout=0.5))
+            got = check_all()
         strip = lambda tests: [{k: v for k, v in t.items() if k not in ("wall_time_ms", "cpu_time_ms", "peak_memory_bytes")}  # noqa: E731
                                for t in tests]
         self.assertEqual([strip(g) for g in got], [strip(w) for w in want])
