@@ -809,8 +809,10 @@ _MAX_LINE = 64 << 20  # a result line at most (two streams at their cap, escaped
 
 
 def _batch_options(defaults: Dict[str, Any]) -> Dict[str, Any]:
-    """run_batch's defaults as task fields."""
-    defaults = dict(defaults)
+    """run_batch's defaults as task fields. The ceilings (max_timeout,
+    max_mem, ...) are `microbox batch`'s flags: over HTTP the server's own
+    --max-* bound every task, and a run cannot change them."""
+    defaults = {k: v for k, v in defaults.items() if not k.startswith("max_")}
     if "maximum_memory_bytes" in defaults:
         defaults["mem"] = defaults.pop("maximum_memory_bytes")
     base = {k: defaults.pop(k) for k in ("timeout", "mem") + _TASK_FIELDS if defaults.get(k) is not None}
