@@ -76,7 +76,8 @@ humaneval: build
 
 # python-test: the Python client (python/) with the system python3's
 # unittest, against bin/microbox, then its suite again with every
-# execute_code sent to a `microbox serve --http` (the direct path);
+# execute_code and run_batch sent to a `microbox serve --http` (the direct
+# path; test_direct.py checks that path with only MICROBOX_URL set);
 # `microbox batch` and `microbox eval` are tested by unit
 # (cmd/microbox/batch_test.go, eval_test.go; internal/batch, internal/eval,
 # whose judge test runs the client's judge with python3).
