@@ -67,7 +67,7 @@ type errorAnswer struct {
 
 // schemas are the document's named schemas.
 type schemas struct {
-	task, result, status, batchLine, errorAnswer, runCode, runCodeAnswer, health *openapi3.SchemaRef
+	task, result, status, batchLine, refusal, runCode, runCodeAnswer, health *openapi3.SchemaRef
 }
 
 // openAPIDocument is the API's OpenAPI document, as JSON, of the routes
@@ -83,7 +83,7 @@ func openAPIDocument(version string, routes []route) ([]byte, error) {
 		result:        openapi.Answer[policy.Result](d, "Result"),
 		status:        openapi.Answer[service.Status](d, "RunStatus"),
 		batchLine:     openapi.Answer[batch.Result](d, "BatchResult"),
-		errorAnswer:   openapi.Answer[errorAnswer](d, "Error"),
+		refusal:       openapi.Answer[errorAnswer](d, "Error"),
 		runCode:       openapi.Request[runCodeRequest](d, "RunCodeRequest", "code", "language"),
 		runCodeAnswer: openapi.Answer[runCodeResponse](d, "RunCodeResponse"),
 		health:        openapi.Answer[healthAnswer](d, "Health"),
@@ -145,7 +145,7 @@ func operations(s schemas) map[string]*openapi3.Operation {
 				WithDescription("Tasks as JSON lines (each line a Task).").WithContent(openapi.Content("application/x-ndjson", s.task))},
 			Responses: withErrors(s, map[int]*openapi3.ResponseRef{
 				http.StatusOK: openapi.Response("Results as JSON lines: each line a BatchResult, or a last line {\"error\": ...}.",
-					openapi.Content("application/x-ndjson", openapi3.NewSchemaRef("", anyOf(s.batchLine, s.errorAnswer)))),
+					openapi.Content("application/x-ndjson", openapi3.NewSchemaRef("", anyOf(s.batchLine, s.refusal)))),
 			}, http.StatusBadRequest, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusServiceUnavailable),
 		},
 		"POST /run_code": {
@@ -198,7 +198,7 @@ var retryAfter = &openapi.Header{Name: "Retry-After", Type: openapi3.TypeInteger
 func withErrors(s schemas, answers map[int]*openapi3.ResponseRef, statuses ...int) *openapi3.Responses {
 	refusal := func(status int, headers ...*openapi.Header) *openapi3.ResponseRef {
 		return openapi.Response(fmt.Sprintf("%s: {\"error\"} names the problem and the fix.", http.StatusText(status)),
-			openapi.Content("application/json", s.errorAnswer), headers...)
+			openapi.Content("application/json", s.refusal), headers...)
 	}
 	answers[http.StatusUnauthorized] = refusal(http.StatusUnauthorized,
 		&openapi.Header{Name: "WWW-Authenticate", Type: openapi3.TypeString, Description: "Bearer realm=\"microbox\""})

@@ -941,10 +941,13 @@ class _BatchStream:
     def _chunks(self) -> Iterator[bytes]:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             while True:
-                size = int(self.file.readline(1024).split(b";")[0].strip() or b"0", 16)
+                line = self.file.readline(1024)
+                size = int(line.split(b";")[0].strip() or b"0", 16) if line else -1
                 if size == 0:
                     return
-                data = self.file.read(size)
+                data = self.file.read(size) if size > 0 else b""
+                if size < 0 or len(data) < size:
+                    raise MicroboxError("the server closed the connection before the batch's answer ended")
                 self.file.readline(16)  # the chunk's CRLF
                 yield data
         elif "Content-Length" in self.headers:
