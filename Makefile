@@ -51,8 +51,8 @@ check:
 # task's "preload" is refused only where no zygote is the default), and /healthz's
 # (its check's run is never forked; its failing server's log is of jails
 # started ahead, which forked runs skip).
-SERVE_PASS_SKIP = ^Test(Batch|Eval|HTTP|Healthz|MCP|ZygoteDifferential|SandboxFusion|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
-ZYGOTE_PASS_SKIP = ^Test(BatchMemoryBounded|BatchFetch|HTTPFetch|MCPFetch|Ceilings|Healthz|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
+SERVE_PASS_SKIP = ^Test(Batch|Eval|HTTP|Healthz|MCP|OpenAPI|ZygoteDifferential|SandboxFusion|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
+ZYGOTE_PASS_SKIP = ^Test(BatchMemoryBounded|BatchFetch|HTTPFetch|MCPFetch|MCPInspector|OpenAPI|Ceilings|Healthz|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
 unit:
 	$(GO) test -count=1 ./...
 	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 -skip '$(SERVE_PASS_SKIP)' ./cmd/microbox
@@ -76,7 +76,8 @@ humaneval: build
 
 # python-test: the Python client (python/) with the system python3's
 # unittest, against bin/microbox, then its suite again with every
-# execute_code sent to a `microbox serve --http` (the direct path);
+# execute_code and run_batch sent to a `microbox serve --http` (the direct
+# path; test_direct.py checks that path with only MICROBOX_URL set);
 # `microbox batch` and `microbox eval` are tested by unit
 # (cmd/microbox/batch_test.go, eval_test.go; internal/batch, internal/eval,
 # whose judge test runs the client's judge with python3).

@@ -113,6 +113,44 @@ func TestMCPNodeClient(t *testing.T) {
 	t.Logf("%s", out)
 }
 
+// The MCP inspector's CLI (scripts/mcpclient, installed with the client)
+// lists the tool with --strict: its schema portability check finds
+// nothing to warn of (no type arrays, no schema that constrains nothing,
+// no remote $ref), so agent frameworks that take one JSON type per
+// property take the tool.
+func TestMCPInspectorStrict(t *testing.T) {
+	dir, _ := filepath.Abs("../../scripts/mcpclient")
+	inspector := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
+	if _, err := os.Stat(inspector); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the MCP inspector is not installed in CI: scripts/deps runs npm ci in %s", dir)
+		}
+		t.Skipf("the MCP inspector is not installed: run npm ci in %s (scripts/deps does)", dir)
+	}
+	cmd := exec.Command(inspector, "--cli", microbox, "mcp", "--method", "tools/list", "--strict", "--format", "json")
+	// Its catalog goes under HOME: a directory of the test's own.
+	cmd.Env = append(os.Environ(), "MICROBOX_ROOTFS=", "HOME="+t.TempDir())
+	out, errOut, code := runCmd(t, cmd)
+	var answer struct {
+		Result struct {
+			Tools []struct {
+				Name                      string
+				InputSchema, OutputSchema map[string]any
+			}
+		}
+		SchemaFindings []any
+	}
+	if err := json.Unmarshal(out, &answer); err != nil || code != 0 {
+		t.Fatalf("inspector: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if len(answer.Result.Tools) != 1 || answer.Result.Tools[0].Name != "run_python" || answer.Result.Tools[0].OutputSchema == nil {
+		t.Fatalf("the inspector listed %s", out)
+	}
+	if len(answer.SchemaFindings) > 0 || strings.Contains(string(errOut), "Warning:") {
+		t.Errorf("--strict found portability problems in the tool's schemas: %v\n%s", answer.SchemaFindings, errOut)
+	}
+}
+
 // mcpPipe is a `microbox mcp` process spoken to a line at a time.
 type mcpPipe struct {
 	cmd     *exec.Cmd

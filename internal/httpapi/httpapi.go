@@ -84,6 +84,8 @@ type API struct {
 	handler  http.Handler
 	bodies   *bodyBudget
 	fusion   *fusion // /run_code's state (sandboxfusion.go)
+	routed   []route // the paths served, for the OpenAPI document
+	openAPI  []byte  // GET /openapi.json's answer (openapi.go)
 }
 
 // New listens at cfg.Addr and makes the API of runner's jails; the
@@ -107,6 +109,12 @@ func New(runner *server.Runner, cfg Config) (*API, error) {
 	a.metrics = newMetrics(svc)
 	runner.Observe(a.metrics)
 	a.handler = a.routes()
+	if a.openAPI, err = openAPIDocument(cfg.Version, a.routed); err != nil {
+		l.Close()
+		stop(err)
+		svc.Wait()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -157,6 +165,7 @@ func (a *API) connLimits() string {
 func (a *API) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(path string, methods map[string]http.HandlerFunc) {
+		a.routed = append(a.routed, route{path, slices.Sorted(maps.Keys(methods))})
 		mux.Handle(path, a.metrics.instrument(path, byMethod(methods)))
 	}
 	handle("/v1/runs", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postRun))})
@@ -166,6 +175,7 @@ func (a *API) routes() http.Handler {
 	handle(fusionPing, map[string]http.HandlerFunc{http.MethodGet: ping})
 	handle("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
 	handle("/metrics", map[string]http.HandlerFunc{http.MethodGet: a.metrics.serve})
+	handle("/openapi.json", map[string]http.HandlerFunc{http.MethodGet: a.serveOpenAPI})
 	mux.Handle("/mcp", a.metrics.instrument("/mcp", a.bodies.limit(mcptool.HTTPHandler(a.svc, a.cfg.Version, a.cfg.MaxBody))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint %s: see docs/http-api.md for the API's paths", r.URL.Path)

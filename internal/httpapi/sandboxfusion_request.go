@@ -132,10 +132,15 @@ type fusionDetail struct {
 	Ctx   map[string]any `json:"ctx,omitempty"`
 }
 
+// fusionInvalid is FastAPI's 422 answer.
+type fusionInvalid struct {
+	Detail []fusionDetail `json:"detail"`
+}
+
 // writeDetail answers 422 {"detail": problems}, as FastAPI answers a
 // request that does not validate.
 func writeDetail(w http.ResponseWriter, problems []fusionDetail) {
-	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": problems})
+	writeJSON(w, http.StatusUnprocessableEntity, fusionInvalid{problems})
 }
 
 // decodeRunCode reads a /run_code body as FastAPI reads RunCodeRequest:

@@ -9,7 +9,6 @@ package mcptool
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,12 +27,11 @@ import (
 const ToolName = "run_python"
 
 // The tool's schemas: its input is the batch task's fields the tool
-// accepts (schema.go, from their declaration), its output the result
-// contract.
+// accepts, its output the result contract (schema.go, from their
+// declarations).
 var (
-	inputSchema = taskSchema()
-	//go:embed output_schema.json
-	outputSchema json.RawMessage
+	inputSchema  = taskSchema()
+	outputSchema = resultSchema()
 )
 
 // NewServer is an MCP server with the run_python tool, running its calls

@@ -127,3 +127,50 @@ func TestInputSchemaIsTheTask(t *testing.T) {
 		}
 	}
 }
+
+// Both schemas give every value one JSON type, never a type array, and
+// every schema within them constrains its value (what the MCP inspector's
+// --strict checks, TestMCPInspectorStrict); the output's nullable fields
+// take null as an anyOf branch of its own.
+func TestSchemasOneTypePerProperty(t *testing.T) {
+	for name, raw := range map[string]json.RawMessage{"input": inputSchema, "output": outputSchema} {
+		var schema any
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		walkSchemas(schema, name, func(path string, s map[string]any) {
+			if _, ok := s["type"].(string); !ok && s["anyOf"] == nil && s["enum"] == nil {
+				t.Errorf("%s: type %v: want one JSON type (or anyOf branches of one each)", path, s["type"])
+			}
+		})
+	}
+	var output struct{ Properties map[string]map[string]any }
+	json.Unmarshal(outputSchema, &output)
+	exit := output.Properties["exit_code"]["anyOf"]
+	if b, _ := json.Marshal(exit); string(b) != `[{"type":"integer"},{"type":"null"}]` {
+		t.Errorf("exit_code: anyOf %s: want an integer or null", b)
+	}
+}
+
+// walkSchemas calls f on every schema within s (s's path named at).
+func walkSchemas(s any, at string, f func(string, map[string]any)) {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return
+	}
+	f(at, m)
+	props, _ := m["properties"].(map[string]any)
+	for name, p := range props {
+		walkSchemas(p, at+".properties."+name, f)
+	}
+	for _, key := range []string{"items", "additionalProperties"} {
+		if sub, ok := m[key].(map[string]any); ok {
+			walkSchemas(sub, at+"."+key, f)
+		}
+	}
+	if branches, ok := m["anyOf"].([]any); ok {
+		for i, b := range branches {
+			walkSchemas(b, fmt.Sprintf("%s.anyOf[%d]", at, i), f)
+		}
+	}
+}

@@ -24,6 +24,9 @@ const (
 	StateNotStarted State = "not_started"
 )
 
+// States lists every state (the API's description enumerates them).
+var States = []State{StateQueued, StateRunning, StateDone, StateNotStarted}
+
 // A Status is a background run as its caller sees it.
 type Status struct {
 	ID     string         `json:"id"`

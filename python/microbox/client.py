@@ -3,7 +3,9 @@
 Every call runs the microbox binary as a subprocess (`microbox batch`, which
 reads tasks as JSON lines and writes one JSON result per task), so this
 module needs only the standard library. The binary is found from the
-`microbox` argument, else $MICROBOX, else PATH.
+`microbox` argument, else $MICROBOX, else PATH. With a server ($MICROBOX_URL,
+or server=), every call goes to its HTTP API instead, and no binary is
+needed here.
 """
 
 import functools
@@ -224,6 +226,7 @@ def run_batch(
     ordered: bool = True,
     microbox: Optional[str] = None,
     _wait: Optional[float] = None,
+    server: Optional[str] = None,
     **defaults: Any
 ) -> Iterator[ExecutionResult]:
     """Stream tasks through one `microbox batch` process, yielding results.
@@ -239,7 +242,16 @@ def run_batch(
     id. Tasks are read lazily, so a generator of any length works.
 
     Closing the iterator early (break, exception) stops the batch cleanly.
+
+    With a server (server=, else $MICROBOX_URL unless microbox= names a
+    binary), the tasks stream to its POST /v1/batch instead: defaults are
+    then each task's defaults (a task's own keys win), the ceilings are
+    the server's, and a "file" is read here and sent as the task's code.
     """
+    url = _server_url(server, microbox)
+    if url:
+        yield from _batch_direct(url, tasks, jobs, ordered, defaults)
+        return
     binary = find_microbox(microbox)
     if "maximum_memory_bytes" in defaults:
         defaults["mem"] = defaults.pop("maximum_memory_bytes")
@@ -459,6 +471,9 @@ def check_stdio(
     flags in snake case (maximum_memory_bytes=..., cpu_time=1, ...).
     """
     cases = [t if isinstance(t, dict) else {"input": t[0], "output": t[1]} for t in tests]
+    url = _server_url(limits.pop("server", None), microbox)
+    if url:
+        return _stdio_direct(url, program, cases, timeout, _Compare(compare, float_tolerance), stop_on_fail, jobs, limits)
     problem = {"task_id": "p", "tests": [{"input": t["input"], "output": t["output"]} for t in cases]}
     flags = dict(limits, compare=compare, float_tolerance=float_tolerance, stop_on_fail=stop_on_fail)
     return _check_tests("stdio", problem, program, timeout, jobs, microbox, flags)
@@ -480,6 +495,9 @@ def check_mbpp(
     "passed", "wrong_answer" (AssertionError), "nonzero" (another
     exception), "timeout" (timeout seconds per assert), "not_run" or how
     the run ended ("memory", ...)."""
+    url = _server_url(limits.pop("server", None), microbox)
+    if url:
+        return _mbpp_direct(url, problem, completion, timeout, challenge_tests, stop_on_fail, limits)
     problem = dict(problem, task_id="p")
     flags = dict(limits, challenge_tests=challenge_tests, stop_on_fail=stop_on_fail)
     return _check_tests("mbpp", problem, completion, timeout, 1, microbox, flags)
@@ -544,7 +562,15 @@ def _direct_task(code: str, timeout: Optional[float], maximum_memory_bytes: Opti
                  limits: Dict[str, Any]) -> Dict[str, Any]:
     """The task of a direct run; an option only the server may set raises."""
     task = _task(code, timeout, maximum_memory_bytes, limits)
-    for key, value in _split(limits).items():
+    task.update(_direct_options(_split(limits)))
+    return task
+
+
+def _direct_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """Options other than _TASK_FIELDS as task fields; one only the server
+    may set raises."""
+    task = {}
+    for key, value in options.items():
         if value is None:
             continue
         if key not in _DIRECT_FIELDS:
@@ -771,3 +797,463 @@ async def _run_subprocess_async(code: str, timeout: Optional[float], maximum_mem
     if proc.returncode != 0 or len(lines) != 1:
         raise MicroboxError("microbox batch failed (exit %s): %s" % (proc.returncode, err.decode("utf-8", "replace").strip()))
     return ExecutionResult.from_json(json.loads(lines[0]))
+
+
+# ---------------------------------------------------------------------------
+# Batches and per-test verdicts with a server: run_batch streams its tasks
+# to POST /v1/batch and reads each result line as it comes; check_stdio
+# and check_mbpp send their runs there and judge them here as `microbox
+# eval stdio` and `microbox eval mbpp` judge theirs (internal/eval; the
+# client's suite holds the two paths to the same verdicts).
+
+import secrets  # noqa: E402
+import select  # noqa: E402
+
+_MAX_LINE = 64 << 20  # a result line at most (two streams at their cap, escaped)
+
+
+def _batch_options(defaults: Dict[str, Any]) -> Dict[str, Any]:
+    """run_batch's defaults as task fields. The ceilings (max_timeout,
+    max_mem, ...) are `microbox batch`'s flags: over HTTP the server's own
+    --max-* bound every task, and a run cannot change them."""
+    defaults = {k: v for k, v in defaults.items() if not k.startswith("max_")}
+    if "maximum_memory_bytes" in defaults:
+        defaults["mem"] = defaults.pop("maximum_memory_bytes")
+    base = {k: defaults.pop(k) for k in ("timeout", "mem") + _TASK_FIELDS if defaults.get(k) is not None}
+    base.update(_direct_options(defaults))
+    return base
+
+
+def _wire_task(task: Dict[str, Any], base: Dict[str, Any]) -> bytes:
+    """A task as a line of /v1/batch: over base, with a "file" (a file of
+    this host) read and sent as its code."""
+    task = dict(base, **task)
+    if task.get("file") is not None:
+        with open(task.pop("file"), encoding="utf-8") as f:
+            task["code"] = f.read()
+    return json.dumps(task).encode("utf-8") + b"\n"
+
+
+def _batch_direct(url: str, tasks: Iterable[Dict[str, Any]], jobs: Optional[int], ordered: bool,
+                  defaults: Dict[str, Any]) -> Iterator[ExecutionResult]:
+    base = _batch_options(defaults)
+    target = "/v1/batch?order=%s" % ("input" if ordered else "completed")
+    if jobs is not None:
+        target += "&jobs=%d" % jobs
+    deadline = time.monotonic() + _GRACE_SECONDS
+    while True:
+        stream = _BatchStream(url, target)
+        try:
+            status, headers = stream.start(iter(tasks), base)
+            if status in (429, 503) and not stream.sending:  # busy; no task was taken
+                pause = _retry_after(headers)
+                if time.monotonic() + pause > deadline:
+                    raise MicroboxError("server %s stayed busy (429, 503) for %.0f s" % (url, _GRACE_SECONDS))
+                time.sleep(pause)
+                continue
+            if status != 200:
+                raise MicroboxError("server %s refused the batch (%d): %s" % (url, status, _error_of(stream.body())))
+            for line in stream.lines():
+                obj = json.loads(line)
+                if "status" not in obj and "error" in obj:
+                    raise MicroboxError("server %s: the batch failed: %s" % (url, obj["error"]))
+                yield ExecutionResult.from_json(obj)
+        finally:
+            stream.close()
+        if stream.error is not None:
+            raise MicroboxError("could not send tasks to the server: %s" % stream.error)
+        return
+
+
+def _error_of(body: bytes) -> str:
+    try:
+        return json.loads(body.decode("utf-8")).get("error") or repr(body[:200])
+    except (ValueError, AttributeError):
+        return repr(body[:200])
+
+
+class _BatchStream:
+    """One POST /v1/batch: the tasks go out in a thread of their own, as a
+    chunked body, while the results are read here. It asks to continue
+    (Expect: 100-continue), so that a server that refuses the batch at once
+    (busy) has taken no task and it can be sent again."""
+
+    def __init__(self, url: str, target: str):
+        path, host, port = _endpoint(url)
+        if path:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(path)
+        else:
+            self.sock = socket.create_connection((host, port))
+        self.host = host if not port else "%s:%d" % (host, port)
+        self.target = target
+        self.file = self.sock.makefile("rb")
+        self.headers = {}  # type: Dict[str, str]
+        self.sending = False
+        self.error = None  # type: Optional[Exception]
+        self.feeder = None  # type: Optional[threading.Thread]
+
+    def start(self, tasks: Iterator[Dict[str, Any]], base: Dict[str, Any]):
+        """Sends the request's head, then the tasks once the server asks
+        for them (or after a second without word); returns the final
+        status and headers."""
+        head = "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-ndjson\r\n" % (self.target, self.host)
+        head += "Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nConnection: close\r\n"
+        token = os.environ.get("MICROBOX_TOKEN")
+        if token:
+            head += "Authorization: Bearer %s\r\n" % token
+        self.sock.sendall((head + "\r\n").encode("latin-1"))
+        status = 100  # no word within a second: send the body, as clients do
+        if select.select([self.sock], [], [], 1.0)[0]:
+            status = self._status()
+        if status == 100:
+            self.sending = True
+            self.feeder = threading.Thread(target=self._feed, args=(tasks, base), daemon=True)
+            self.feeder.start()
+            status = self._status()
+        return status, self.headers
+
+    def _status(self) -> int:
+        """Reads an answer's status line and headers; skips nothing."""
+        line = self.file.readline(65536).decode("latin-1")
+        parts = line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+            raise MicroboxError("not an HTTP answer: %r" % line)
+        self.headers = {}
+        while True:
+            h = self.file.readline(65536).decode("latin-1").strip()
+            if not h:
+                break
+            name, _, value = h.partition(":")
+            self.headers[name.strip().title()] = value.strip()
+        return int(parts[1])
+
+    def _feed(self, tasks: Iterator[Dict[str, Any]], base: Dict[str, Any]) -> None:
+        try:
+            for task in tasks:
+                line = _wire_task(task, base)
+                self.sock.sendall(b"%x\r\n%s\r\n" % (len(line), line))
+        except OSError:
+            return  # the server or the reader closed the connection
+        except Exception as e:  # a task that is not JSON, an unreadable file, a failing generator
+            self.error = e
+        try:
+            self.sock.sendall(b"0\r\n\r\n")  # the end of the tasks: the server finishes those it has
+        except OSError:
+            pass
+
+    def _chunks(self) -> Iterator[bytes]:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            while True:
+                line = self.file.readline(1024)
+                size = int(line.split(b";")[0].strip() or b"0", 16) if line else -1
+                if size == 0:
+                    return
+                data = self.file.read(size) if size > 0 else b""
+                if size < 0 or len(data) < size:
+                    raise MicroboxError("the server closed the connection before the batch's answer ended")
+                self.file.readline(16)  # the chunk's CRLF
+                yield data
+        elif "Content-Length" in self.headers:
+            yield self.file.read(int(self.headers["Content-Length"]))
+        else:
+            yield self.file.read()
+
+    def body(self) -> bytes:
+        return b"".join(self._chunks())
+
+    def lines(self) -> Iterator[bytes]:
+        buf = b""
+        for data in self._chunks():
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.strip():
+                    yield line
+            if len(buf) > _MAX_LINE:
+                raise MicroboxError("a result line over %d bytes" % _MAX_LINE)
+        if buf.strip():
+            yield buf
+
+    def close(self) -> None:
+        """Closes the connection: a batch left early is stopped (the server
+        kills its runs when its caller goes away)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.file.close()
+        self.sock.close()
+        if self.feeder is not None:
+            self.feeder.join(timeout=5)
+
+
+# eval stdio's comparison (internal/eval/compare.go): whitespace is
+# ASCII's; lines are compared without their trailing whitespace and with
+# the blank lines at the end left out; tokens whatever separates them; two
+# numbers within the float tolerance match.
+_SPACE = " \t\n\r\v\f"
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+_INTEGER = re.compile(r"[+-]?[0-9]+\Z")
+
+
+class _Compare:
+    def __init__(self, mode: str, tolerance: Optional[float]):
+        self.mode, self.tolerance = mode, tolerance or 0.0
+        if mode not in ("exact", "lines", "tokens"):
+            raise MicroboxError("compare %r: want exact, lines or tokens" % mode)
+        if not (0 <= self.tolerance < float("inf")):
+            raise MicroboxError("float_tolerance %r: give a tolerance of 0 or more, e.g. 1e-6" % tolerance)
+        if self.tolerance > 0 and mode == "exact":
+            raise MicroboxError("float_tolerance compares numbers as tokens, which compare exact does not split: use lines or tokens")
+
+    def match(self, got: str, want: str):
+        """(matched, where got first differs from want)."""
+        if self.mode == "exact":
+            return _match_exact(got, want)
+        if self.mode == "tokens":
+            return _match_seq("token", _tokens(got), _tokens(want), self._token_equal)
+        equal = (lambda g, w: g == w) if self.tolerance == 0 else \
+            (lambda g, w: _match_seq("", _tokens(g), _tokens(w), self._token_equal)[0])
+        return _match_seq("line", _out_lines(got), _out_lines(want), equal)
+
+    def _token_equal(self, got: str, want: str) -> bool:
+        if got == want:
+            return True
+        if self.tolerance == 0 or not _NUMBER.match(got) or not _NUMBER.match(want):
+            return False
+        if _INTEGER.match(got) and _INTEGER.match(want):
+            return int(got) == int(want)
+        try:
+            g, w = float(got), float(want)
+        except (ValueError, OverflowError):
+            return False
+        if g in (float("inf"), float("-inf")) or w in (float("inf"), float("-inf")):
+            return False  # out of range, as Go's ParseFloat says
+        return abs(g - w) <= self.tolerance * max(1.0, abs(w))
+
+
+def _tokens(s: str) -> List[str]:
+    return re.split("[%s]+" % re.escape(_SPACE), s.strip(_SPACE)) if s.strip(_SPACE) else []
+
+
+def _out_lines(s: str) -> List[str]:
+    ls = [l.rstrip(_SPACE) for l in s.split("\n")]
+    while ls and ls[-1] == "":
+        ls.pop()
+    return ls
+
+
+def _snippet(s: str) -> str:
+    """The start of s, quoted for a message (eval's snippet)."""
+    b = s.encode("utf-8")
+    if len(b) <= 40:
+        return _go_quote(s)
+    return _go_quote(b[:40].decode("utf-8", "ignore")) + "..."
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+               "\\": "\\\\", '"': '\\"'}
+
+
+def _go_quote(s: str) -> str:
+    """s as Go's strconv.Quote writes it, as eval's messages quote output."""
+    out = []
+    for c in s:
+        if c in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[c])
+        elif c.isprintable():
+            out.append(c)
+        elif ord(c) < 0x80:
+            out.append("\\x%02x" % ord(c))
+        elif ord(c) < 0x10000:
+            out.append("\\u%04x" % ord(c))
+        else:
+            out.append("\\U%08x" % ord(c))
+    return '"' + "".join(out) + '"'
+
+
+def _match_seq(item: str, got: List[str], want: List[str], equal):
+    for i in range(max(len(got), len(want))):
+        if i >= len(got):
+            return False, "%s %d: got the end of the output, want %s" % (item, i + 1, _snippet(want[i]))
+        if i >= len(want):
+            return False, "%s %d: got %s, want the end of the output" % (item, i + 1, _snippet(got[i]))
+        if not equal(got[i], want[i]):
+            return False, "%s %d: got %s, want %s" % (item, i + 1, _snippet(got[i]), _snippet(want[i]))
+    return True, ""
+
+
+def _match_exact(got: str, want: str):
+    if got == want:
+        return True, ""
+    g, w = got.encode("utf-8"), want.encode("utf-8")
+    i = 0
+    while i < len(g) and i < len(w) and g[i] == w[i]:
+        i += 1
+
+    def rest(b: bytes) -> str:
+        return "the end of the output" if i == len(b) else _snippet(b[i:].decode("utf-8", "ignore"))
+    return False, "byte %d: got %s, want %s" % (i + 1, rest(g), rest(w))
+
+
+def _run_test(r: ExecutionResult) -> Dict[str, Any]:
+    """A test's verdict from its run's accounting (status and message to
+    come)."""
+    t = {"status": None, "wall_time_ms": r.wall_time_ms}
+    for key in ("cpu_time_ms", "peak_memory_bytes", "start"):
+        if r.raw.get(key) is not None and r.raw.get(key) != "":
+            t[key] = r.raw[key]
+    return t
+
+
+def _ended_test(r: ExecutionResult) -> Dict[str, Any]:
+    """A test during which its run ended without the test's own verdict
+    (eval's endedTest): the run's status, said as humaneval_judge.json
+    says it."""
+    table = _judge_table()
+    template = table.get(r.status, table["sandbox_error"])
+    message = _FIELD.sub(lambda m: _field_text(r.raw.get(m.group(1))), template)
+    if message.startswith("failed: "):
+        message = message[len("failed: "):]
+    status = "nonzero" if r.status == "ok" else r.status
+    if status == "timeout":
+        message = "%s time limit" % r.raw.get("limit", "")
+    return {"status": status, "message": message}
+
+
+def _last_line(s: str) -> str:
+    s = s.rstrip(_SPACE)
+    s = s[s.rfind("\n") + 1:].strip()
+    if len(s.encode("utf-8")) > 300:
+        s = s.encode("utf-8")[:300].decode("utf-8", "ignore") + "..."
+    return s
+
+
+def _stdio_verdict(r: ExecutionResult, want: str, compare: _Compare) -> Dict[str, Any]:
+    t = _run_test(r)
+    if r.status == "ok":
+        ok, diff = compare.match(r.stdout, want)
+        t["status"] = "passed" if ok else "wrong_answer"
+        if not ok:
+            t["message"] = diff
+    elif r.status == "nonzero":
+        t["status"] = "nonzero"
+        t["message"] = _last_line(r.stderr) or "exited with status %s" % r.exit_code
+    else:
+        t.update(_ended_test(r))
+    if not t.get("message"):
+        t.pop("message", None)
+    return t
+
+
+def _stop_at_first_failure(tests: List[Dict[str, Any]]) -> None:
+    for i, t in enumerate(tests):
+        if t["status"] != "passed":
+            for j in range(i + 1, len(tests)):
+                tests[j] = {"status": "not_run", "wall_time_ms": 0.0, "message": "not run: an earlier test failed"}
+            return
+
+
+def _stdio_direct(url: str, program: str, cases: List[Dict[str, Any]], timeout: float, compare: _Compare,
+                  stop_on_fail: bool, jobs: Optional[int], limits: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """check_stdio with a server: one run a test through /v1/batch, each
+    with an output cap that never cuts a right answer (eval's stdoutCap)."""
+    base_cap = limits.pop("output_limit", None)
+    tasks = []
+    for c in cases:
+        task = {"code": program, "stdin": c["input"]}
+        cap = 2 * len(c["output"].encode("utf-8")) + (64 << 10)
+        if cap > (base_cap if isinstance(base_cap, int) else 1 << 20):
+            task["output_limit"] = cap
+        elif base_cap is not None:
+            task["output_limit"] = base_cap
+        tasks.append(task)
+    results = list(_batch_direct(url, tasks, jobs, True, dict(limits, timeout=timeout)))
+    tests = [_stdio_verdict(r, c["output"], compare) for r, c in zip(results, cases)]
+    if stop_on_fail:
+        _stop_at_first_failure(tests)
+    return tests
+
+
+_MBPP_HARNESS_PATH = os.path.join(_HERE, "mbpp_harness.py")
+_MBPP_MARKER = "@@microbox-mbpp@@"
+
+
+def _mbpp_direct(url: str, problem: Dict[str, Any], completion: str, timeout: float, challenge: bool,
+                 stop_on_fail: bool, limits: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """check_mbpp with a server: eval mbpp's harness, run through
+    /v1/runs, and its records judged as eval mbpp judges them."""
+    tests = list(problem.get("test_list") or [])
+    if not tests:
+        raise MicroboxError("problem %s has no test_list" % problem.get("task_id"))
+    if challenge:
+        tests += list(problem.get("challenge_test_list") or [])
+    setup = "\n".join(list(problem.get("test_imports") or []) + [problem.get("test_setup_code") or ""])
+    nonce = secrets.token_hex(16)
+    stdin = "%s %r %d %d\n" % (nonce, float(timeout), int(stop_on_fail), len(tests))
+    for blob in [completion, setup] + tests:
+        stdin += "%d\n%s" % (len(blob.encode("utf-8")), blob)
+    with open(_MBPP_HARNESS_PATH, encoding="utf-8") as f:
+        code = 'exec(compile(%s, "<frozen microbox_mbpp_harness>", "exec"))' % json.dumps(f.read())
+    memory = limits.pop("maximum_memory_bytes", None)
+    r = execute_code(code, timeout=timeout * (len(tests) + 1), maximum_memory_bytes=memory, server=url,
+                     stdin=stdin, **limits)
+    verdicts = _judge_mbpp(r, nonce, len(tests))
+    if stop_on_fail:
+        _stop_at_first_failure(verdicts)
+    return verdicts
+
+
+def _mbpp_records(stdout: str, nonce: str):
+    """The harness's records: (setup's, {index: verdict})."""
+    setup, recs = None, {}
+    prefix = _MBPP_MARKER + nonce + " "
+    rest = stdout
+    while True:
+        i = rest.find(prefix)
+        if i < 0:
+            return setup, recs
+        rest = rest[i + len(prefix):]
+        head, sep, tail = rest.partition(":")
+        f = head.split(" ")
+        if not sep or len(f) != 4:
+            continue
+        try:
+            ms, n = float(f[2]), int(f[3])
+        except ValueError:
+            continue
+        if n < 0 or n > len(tail.encode("utf-8")):
+            continue
+        msg = tail.encode("utf-8")[:n].decode("utf-8", "replace")
+        rest = tail.encode("utf-8")[n:].decode("utf-8", "replace")
+        t = {"status": f[1], "wall_time_ms": ms}
+        if msg:
+            t["message"] = msg
+        if f[0] == "setup":
+            setup = t
+        elif f[0].isdigit():
+            recs[int(f[0])] = t
+
+
+def _judge_mbpp(r: ExecutionResult, nonce: str, count: int) -> List[Dict[str, Any]]:
+    setup, recs = _mbpp_records(r.stdout, nonce)
+    if setup is None or setup["status"] != "passed":
+        t = dict(setup) if setup is not None else _ended_test(r)
+        t["wall_time_ms"] = 0.0
+        message = "before the tests: " + t.get("message", "")
+        t["message"] = message[:-2] if message.endswith(": ") else message
+        return [dict(t) for _ in range(count)]
+    spent = setup["wall_time_ms"]
+    tests = []
+    for i in range(count):
+        if i in recs:
+            tests.append(recs[i])
+            spent += recs[i]["wall_time_ms"]
+        elif i == 0 or (i - 1) in recs:
+            t = _ended_test(r)
+            t["wall_time_ms"] = round(max(0.0, r.wall_time_ms - spent) * 1000) / 1000
+            tests.append(t)
+        else:
+            tests.append({"status": "not_run", "wall_time_ms": 0.0, "message": "not run: the run ended before it"})
+    return tests

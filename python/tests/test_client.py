@@ -5,9 +5,9 @@ user namespaces, like microbox's own integration tests):
 
     MICROBOX=bin/microbox python3 -m unittest discover -s python/tests -v
 
-With MICROBOX_TEST_SERVER=1 the same tests send execute_code and
-check_correctness to a `microbox serve --http` started for them (the
-client's direct path; make python-test runs both ways).
+With MICROBOX_TEST_SERVER=1 the same tests send execute_code,
+check_correctness and run_batch to a `microbox serve --http` started for
+them (the client's direct path; make python-test runs both ways).
 """
 
 import ast
@@ -191,6 +191,10 @@ class RunBatchTest(unittest.TestCase):
         while not sleepers(marker):  # the next runs have started
             time.sleep(0.02)
         it.close()  # interrupts microbox, which kills its runs and waits for them
+        if SERVER is not None:  # the server kills them when it sees its caller gone
+            deadline = time.monotonic() + 20
+            while sleepers(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
         self.assertEqual(sleepers(marker), [])
 
 

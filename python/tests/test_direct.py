@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 from unittest import mock
 
@@ -129,6 +130,122 @@ class BusyServerTest(unittest.TestCase):
         finally:
             server.stop()
         self.assertNotIn("panic", log)
+
+
+class OnlyURLTest(unittest.TestCase):
+    """With only $MICROBOX_URL set (no binary: $MICROBOX unset, none on
+    PATH, no process started), run_batch, check_stdio and check_mbpp
+    work over HTTP and give the verdicts the binary gives."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(os.environ["MICROBOX"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def only_url(self):
+        env = {k: v for k, v in os.environ.items() if k != "MICROBOX"}
+        env.update(MICROBOX_URL=self.server.url, PATH="/nonexistent")
+        p1, p2 = no_processes()
+        return mock.patch.dict(os.environ, env, clear=True), p1, p2
+
+    def test_run_batch(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write("print('from a file')\n")
+        tasks = [{"id": 1, "code": "print(1)"}, {"id": "x", "code": "import sys; sys.exit(sys.stdin.read())", "stdin": "3"},
+                 {"id": 3, "code": "while True: pass", "timeout": 0.5}, {"id": 4, "file": f.name},
+                 {"id": 5, "code": "print(1)", "mem": "12Q"}]
+        fields = lambda r: (r.id, r.status, r.stdout, r.exit_code)  # noqa: E731
+        want = [fields(r) for r in microbox.run_batch(tasks, jobs=2, timeout=5)]
+        env, p1, p2 = self.only_url()
+        with env, p1, p2:
+            got = [fields(r) for r in microbox.run_batch(iter(tasks), jobs=2, timeout=5)]
+            unordered = sorted(r.id for r in microbox.run_batch(({"id": i, "code": "print(%d)" % i} for i in range(20)), ordered=False))
+            first = next(microbox.run_batch([{"code": "print(0)"}] + [{"code": "import time; time.sleep(30)"}] * 3))
+        os.remove(f.name)
+        self.assertEqual(got, want)
+        self.assertEqual(want[3][:3], (4, "ok", "from a file\n"))
+        self.assertEqual(unordered, list(range(20)))
+        self.assertEqual(first.stdout, "0\n")  # and leaving early stopped the rest
+
+    def test_check_stdio(self):
+        program = "import sys\nd = sys.stdin.read().split()\nprint(' '.join(str(float(x) * 2) for x in d))"
+        cases = [("1 2", "2.0 4.0"), ("1", "2.0000001"), ("3", "7"), ("x", "0"), ("5\n", "10.0\n\n")]
+        runs = [dict(compare="lines"), dict(compare="tokens", float_tolerance=1e-6), dict(compare="exact"),
+                dict(compare="lines", stop_on_fail=True, jobs=1)]
+        # The echo program prints its input: each case is (what it prints, what is wanted).
+        echo = "import sys; sys.stdout.write(sys.stdin.read())"
+        echoes = [("1 2\n", "1 2"), ("1  2\r\n\n\n", "1 2"), ("1.0000001\n", "1"), ("x" * 50, "y" * 50),
+                  ("\u00e9\x01\u200b\n", "e\n"), ("a\nb\n", "a\n"), ("a\n", "a\nb\n"), ("-0.5 .5", "-.5 0.5"),
+                  ("123456789012345678901234567890\n", "123456789012345678901234567891\n"), ("1e400", "2e400"),
+                  ("caf\u00e9 " * 12, "caf\u00e9 " * 11)]
+        modes = [dict(compare="lines"), dict(compare="tokens", float_tolerance=1e-6), dict(compare="exact"),
+                 dict(compare="lines", float_tolerance=1e-6)]
+
+        def check_all():
+            out = [microbox.check_stdio(program, cases, timeout=5, **o) for o in runs]
+            out += [microbox.check_stdio(echo, echoes, timeout=5, **o) for o in modes]
+            out.append(microbox.check_stdio("while True: pass", [("", "")], timeout=0.5))
+            out.append(microbox.check_stdio("import os; os.abort()", [("", "")]))
+            return out
+        want = check_all()
+        env, p1, p2 = self.only_url()
+        with env, p1, p2:
+            got = check_all()
+        strip = lambda tests: [{k: v for k, v in t.items() if k not in ("wall_time_ms", "cpu_time_ms", "peak_memory_bytes")}  # noqa: E731
+                               for t in tests]
+        self.assertEqual([strip(g) for g in got], [strip(w) for w in want])
+        self.assertEqual([t["status"] for t in want[0]], ["passed", "wrong_answer", "wrong_answer", "nonzero", "passed"])
+
+    def test_check_mbpp(self):
+        problem = {"task_id": 1, "test_setup_code": "", "test_list": ["assert f(1) == 2", "assert f(2) == 5", "assert g(1)"],
+                   "challenge_test_list": ["assert f(0) == 1"]}
+        completions = ["def f(x):\n    return 2 * x", "def f(x):\n    while True: pass", "raise ValueError('no')"]
+        runs = [dict(), dict(challenge_tests=True, stop_on_fail=True)]
+        want = [microbox.check_mbpp(problem, c, timeout=1, **o) for c in completions for o in runs]
+        env, p1, p2 = self.only_url()
+        with env, p1, p2:
+            got = [microbox.check_mbpp(problem, c, timeout=1, **o) for c in completions for o in runs]
+        strip = lambda tests: [{k: v for k, v in t.items() if k != "wall_time_ms"} for t in tests]  # noqa: E731
+        self.assertEqual([strip(g) for g in got], [strip(w) for w in want])
+        self.assertEqual([t["status"] for t in want[0]], ["passed", "wrong_answer", "nonzero"])
+
+
+class BusyBatchTest(unittest.TestCase):
+    def test_busy_batch_is_retried(self):
+        """A server with room for one batch refuses a second (429) before
+        taking any of its tasks: run_batch asks again, and every task of
+        the generator it was given runs once."""
+        server = Server(os.environ["MICROBOX"], args=["--http-concurrency", "1", "--http-queue", "1"])
+        try:
+            first = microbox.run_batch([{"code": "import time; time.sleep(2); print('first')"}], server=server.url)
+            started = threading.Event()
+            out = []
+
+            def run_first():
+                started.set()
+                out.extend(r.stdout for r in first)
+
+            t = threading.Thread(target=run_first)
+            t.start()
+            started.wait()
+            time.sleep(0.5)  # the first batch is streaming
+            taken = []
+
+            def tasks():
+                for i in range(3):
+                    taken.append(i)
+                    yield {"id": i, "code": "print(%d)" % i}
+
+            got = [(r.id, r.stdout) for r in microbox.run_batch(tasks(), server=server.url)]
+            t.join()
+        finally:
+            server.stop()
+        self.assertEqual(out, ["first\n"])
+        self.assertEqual(got, [(0, "0\n"), (1, "1\n"), (2, "2\n")])
+        self.assertEqual(taken, [0, 1, 2])
 
 
 class IdleConnectionTest(unittest.TestCase):

@@ -27,7 +27,7 @@ class WheelTest(unittest.TestCase):
         with zipfile.ZipFile(os.path.join(self.dir, name)) as z:
             names = set(z.namelist())
             for f in ("microbox/__init__.py", "microbox/client.py", "microbox/humaneval_harness.py",
-                      "microbox/humaneval_judge.json",
+                      "microbox/humaneval_judge.json", "microbox/mbpp_harness.py",
                       "microbox-0.1.0.dist-info/METADATA", "microbox-0.1.0.dist-info/WHEEL"):
                 self.assertIn(f, names)
             meta = z.read("microbox-0.1.0.dist-info/METADATA").decode()
@@ -50,8 +50,12 @@ class WheelTest(unittest.TestCase):
     def test_pip_install(self):
         """pip install ./python in a fresh venv, with no package index."""
         venv = os.path.join(self.dir, "venv")
-        if subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True).returncode != 0:
-            self.skipTest("python3 -m venv is not available (Debian: apt-get install python3-venv)")
+        made = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True)
+        if made.returncode != 0:
+            why = "python3 -m venv is not available (Debian: apt-get install python3-venv, as scripts/deps does)"
+            if os.environ.get("CI"):
+                self.fail("%s:\n%s" % (why, made.stderr))
+            self.skipTest(why)
         pip = [os.path.join(venv, "bin", "python"), "-m", "pip"]
         env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
         subprocess.run(pip + ["install", "-q", PYTHON_DIR], check=True, env=env)

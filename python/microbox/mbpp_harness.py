@@ -1,0 +1,1 @@
+../../internal/eval/mbpp_harness.py
