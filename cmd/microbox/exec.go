@@ -47,6 +47,7 @@ type execFlags struct {
 	zygote       bool
 	zygoteFall   bool
 	preload      []string
+	lang         langFlags
 	// layers are exec's policy layers (layers.go); eval stdio and mbpp
 	// register them too, batch and eval humaneval do not.
 	layers layerFlags
@@ -117,6 +118,7 @@ func (f *execFlags) sandboxFlags(c *cobra.Command) {
 	fl.BoolVar(&f.zygote, "zygote", false, "fork the run from a warm interpreter where one is kept (serve, batch, eval; docs/zygote.md), else start cold")
 	fl.BoolVar(&f.zygoteFall, "zygote-fallback", false, "--zygote, and start cold where no warm interpreter can take the run (result: \"start\": \"cold\") instead of failing")
 	fl.StringSliceVar(&f.preload, "preload", nil, "with --zygote: modules the warm interpreter imports first (e.g. numpy,json)")
+	f.lang.register(c)
 }
 
 // runExec runs the program and sets the invocation's exit status to the
@@ -268,6 +270,9 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	o.Seccomp, o.SeccompProfile = f.seccompMode, f.seccompFile
 	o.Env = f.env
 	o.Zygote, o.ZygoteFallback, o.Preload = f.zygote, f.zygoteFall, f.preload
+	if err := f.lang.apply(&o); err != nil {
+		return o, err
+	}
 	if err := zygoteDefault(&o, c, inv.getenv(zygoteEnv)); err != nil {
 		return o, err
 	}
@@ -347,6 +352,7 @@ var flagNames = map[string]string{
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
 	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
 	"Zygote": "--zygote", "ZygoteFallback": "--zygote-fallback", "Preload": "--preload",
+	"Language": "--lang", "CompileTimeout": "--compile-timeout", "CompileMemory": "--compile-mem", "CompileOutputLimit": "--compile-output-limit",
 	"Code": "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",

@@ -30,21 +30,26 @@ import (
 
 // Task is one line of batch input; a nil field takes the base's value.
 type Task struct {
-	ID          json.RawMessage   `json:"id"`
-	Code        *string           `json:"code"`
-	File        *string           `json:"file"`
-	Stdin       *string           `json:"stdin"`
-	Args        []string          `json:"args"`
-	Files       map[string]string `json:"files"`
-	Env         map[string]string `json:"env"`
-	Mem         *Quantity         `json:"mem"`
-	Timeout     *Quantity         `json:"timeout"`
-	CPUTime     *Quantity         `json:"cpu_time"`
-	CPUs        *float64          `json:"cpus"`
-	Pids        *int64            `json:"pids"`
-	OutputLimit *Quantity         `json:"output_limit"`
-	TmpfsSize   *Quantity         `json:"tmpfs_size"`
-	Workdir     *string           `json:"workdir"`
+	ID   json.RawMessage `json:"id"`
+	Code *string         `json:"code"`
+	File *string         `json:"file"`
+	// Language and the compile step's limits (docs/languages.md).
+	Language           *string           `json:"language"`
+	CompileTimeout     *Quantity         `json:"compile_timeout"`
+	CompileMem         *Quantity         `json:"compile_mem"`
+	CompileOutputLimit *Quantity         `json:"compile_output_limit"`
+	Stdin              *string           `json:"stdin"`
+	Args               []string          `json:"args"`
+	Files              map[string]string `json:"files"`
+	Env                map[string]string `json:"env"`
+	Mem                *Quantity         `json:"mem"`
+	Timeout            *Quantity         `json:"timeout"`
+	CPUTime            *Quantity         `json:"cpu_time"`
+	CPUs               *float64          `json:"cpus"`
+	Pids               *int64            `json:"pids"`
+	OutputLimit        *Quantity         `json:"output_limit"`
+	TmpfsSize          *Quantity         `json:"tmpfs_size"`
+	Workdir            *string           `json:"workdir"`
 	// The policy layers (package policy), as exec's flags of the same
 	// names set them.
 	DenyModules    []string `json:"deny_modules"`
