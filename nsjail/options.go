@@ -39,8 +39,8 @@ type Options struct {
 	// Language is the program's language (package internal/lang; ""
 	// is Python). A compiled one is compiled first in a jail of its own
 	// under the Compile limits (Spec.Compile).
-	Language                         string
-	CompileTimeout                   time.Duration
+	Language                          string
+	CompileTimeout                    time.Duration
 	CompileMemory, CompileOutputLimit int64
 
 	// Stdin feeds the program (nil: /dev/null). Stdout and Stderr, when
