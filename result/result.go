@@ -79,6 +79,10 @@ type Result struct {
 	// ended, as a result of its own (its stdout, the binary, left out);
 	// absent for an interpreted language.
 	Compile *Result `json:"compile,omitempty"`
+	// Cached, on a compile step's result, says that its binary was
+	// reused from the same step (same program, files, root and limits)
+	// run earlier in this process: the fields are that step's.
+	Cached bool `json:"cached,omitempty"`
 
 	// Unavailable, when set, says the program never started for want of
 	// the host's resources (microbox was out of file descriptors), not

@@ -43,3 +43,12 @@ func (f *langFlags) apply(o *nsjail.Options) error {
 	}
 	return nil
 }
+
+// pythonOnly refuses --lang other than Python for an eval mode whose
+// harness is a Python program around the sample (humaneval, mbpp).
+func pythonOnly(mode string, o nsjail.Options) error {
+	if l, err := lang.Lookup(o.Language); err == nil && !l.IsPython() {
+		return usagef("--lang %s: eval %s judges Python programs with a Python harness; use eval stdio for other languages", o.Language, mode)
+	}
+	return nil
+}

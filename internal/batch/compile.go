@@ -16,7 +16,8 @@ import (
 // (nsjail.Spec.Compile): a run of its own on the same host, in a jail of
 // its own, whose stdout (the binary) goes into the program's scratch
 // area. It never leaves the host's memory: no host directory holds it,
-// so nothing is left behind whatever happens. A compile step that does
+// so nothing is left behind whatever happens. The same step run again
+// in this process takes its binary from compiles. A compile step that does
 // not succeed is the run's verdict (compile_error, or sandbox_error if
 // microbox could not run it) and the program does not start; either way
 // the step's own result is in Result.Compile.
@@ -25,19 +26,29 @@ func compiling(run policy.Runner) policy.Runner {
 		if s.Compile == nil {
 			return run(ctx, s)
 		}
-		var binary bytes.Buffer
-		c := *s.Compile
-		c.Stdout = &binary // raw bytes; the result's copy is text
-		cres := run(ctx, &c)
-		cres.Stdout, cres.StdoutTruncated = "", false
-		if cres.Status != result.StatusOK {
-			return compileFailed(cres, s.SeccompMode)
+		step := compiles.get(ctx, s.Compile, func() compiled { return compile(ctx, run, s.Compile) })
+		if step.res.Status != result.StatusOK {
+			return compileFailed(step.res, s.SeccompMode)
 		}
-		s.Files = append(s.Files, nsjail.File{Path: s.Argv[0], Data: binary.Bytes(), Mode: 0o755})
+		s.Files = append(s.Files, nsjail.File{Path: s.Argv[0], Data: step.binary, Mode: 0o755})
 		res := run(ctx, s)
-		res.Compile = cres
+		res.Compile = step.res
 		return res
 	}
+}
+
+// compile runs the compile step c: its result, without the binary
+// (its stdout), and the binary if it succeeded.
+func compile(ctx context.Context, run policy.Runner, c *nsjail.Spec) compiled {
+	var binary bytes.Buffer
+	step := *c
+	step.Stdout = &binary // raw bytes; the result's copy is text
+	res := run(ctx, &step)
+	res.Stdout, res.StdoutTruncated = "", false
+	if res.Status != result.StatusOK {
+		return compiled{res: res}
+	}
+	return compiled{res: res, binary: binary.Bytes()}
 }
 
 // compileFailed is the result of a run whose compile step ended as cres

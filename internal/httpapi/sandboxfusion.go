@@ -33,7 +33,7 @@ type runCodeRequest struct {
 	Code           *string            `json:"code"`
 	Language       *string            `json:"language"`
 	Stdin          *string            `json:"stdin"`
-	CompileTimeout *float64           `json:"compile_timeout"` // no compile step for Python
+	CompileTimeout *float64           `json:"compile_timeout"` // a compiled language's (sandboxfusion_lang.go)
 	RunTimeout     *float64           `json:"run_timeout"`
 	MemoryLimitMB  *int64             `json:"memory_limit_MB"`
 	Files          map[string]*string `json:"files"` // path: base64 content (null: skipped)
@@ -94,9 +94,6 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits) (*batc
 	if req.Language == nil || req.Code == nil {
 		return nil, fmt.Errorf(`"code" and "language" are required: {"code": "print(1)", "language": "python"}`)
 	}
-	if *req.Language != "python" {
-		return nil, fmt.Errorf(`language %q: microbox runs Python only; send "language": "python"`, *req.Language)
-	}
 	if len(req.FetchFiles) > 0 {
 		return nil, fmt.Errorf(`"fetch_files": microbox returns no files from a run; leave it empty and print what you need to stdout`)
 	}
@@ -108,6 +105,9 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits) (*batc
 		}
 	}
 	task := map[string]any{"code": *req.Code, "timeout": timeout}
+	if err := req.setLanguage(task); err != nil {
+		return nil, err
+	}
 	if req.Stdin != nil {
 		task["stdin"] = *req.Stdin
 	}
@@ -180,8 +180,10 @@ func checkMemoryLimitMB(mb int64, base nsjail.Options, limits batch.Limits) erro
 func sandboxFusionResponse(res *result.Result) runCodeResponse {
 	secs := res.WallTimeMs / 1000
 	run := &commandRunResult{Status: "Finished", ExecutionTime: &secs, Stdout: &res.Stdout, Stderr: &res.Stderr}
-	resp := runCodeResponse{Status: "Failed", RunResult: run, Files: map[string]string{}}
+	resp := runCodeResponse{Status: "Failed", RunResult: run, CompileResult: compileResult(res), Files: map[string]string{}}
 	switch res.Status {
+	case result.StatusCompileError: // as SandboxFusion: Failed, no run_result
+		resp.RunResult = nil
 	case result.StatusOK:
 		resp.Status = "Success"
 		run.ReturnCode = res.ExitCode

@@ -72,6 +72,16 @@ func Names() []string {
 	return names
 }
 
+// NamesAndAliases lists every name Lookup takes, for a message.
+func NamesAndAliases() string {
+	var names []string
+	for _, l := range Languages {
+		names = append(names, l.Name)
+		names = append(names, l.Aliases...)
+	}
+	return strings.Join(names, ", ")
+}
+
 // Lookup is the language a name or alias stands for; "" is Python.
 func Lookup(name string) (*Language, error) {
 	if name == "" {
