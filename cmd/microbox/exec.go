@@ -228,6 +228,9 @@ func report(w io.Writer, r *result.Result, trace bool) {
 			fmt.Fprintf(w, "microbox: trace %8.3f ms %s\n", p.AtMs, p.Name)
 		}
 	}
+	if r.Status == result.StatusCompileError {
+		io.WriteString(w, r.Compile.Stderr) // the compiler's messages
+	}
 	if why := r.Why(); why != "" {
 		fmt.Fprintln(w, "microbox: "+why)
 	}

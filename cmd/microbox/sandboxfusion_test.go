@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -39,9 +40,11 @@ func TestSandboxFusionPairs(t *testing.T) {
 			if err := json.Unmarshal(body, &got); err != nil {
 				t.Fatalf("%d %s: %v", code, body, err)
 			}
-			if run, ok := got["run_result"].(map[string]any); ok {
-				if secs, ok := run["execution_time"].(float64); ok && secs > 0 {
-					run["execution_time"] = "T"
+			for _, key := range []string{"run_result", "compile_result"} {
+				if run, ok := got[key].(map[string]any); ok {
+					if secs, ok := run["execution_time"].(float64); ok && secs > 0 {
+						run["execution_time"] = "T"
+					}
 				}
 			}
 			if code != pair.Status || !reflect.DeepEqual(got, pair.Response) {
@@ -76,5 +79,30 @@ func TestSandboxFusionBinaryFiles(t *testing.T) {
 	}
 	if want := fmt.Sprintf("1024 %x\n", sum); got.Status != "Success" || got.RunResult.Stdout != want {
 		t.Errorf("status %s stdout %q, want %q", got.Status, got.RunResult.Stdout, want)
+	}
+}
+
+// A compile error on /run_code is SandboxFusion's: Failed, the compiler's
+// return code and messages in compile_result, and no run_result (the
+// program did not run).
+func TestSandboxFusionCompileError(t *testing.T) {
+	s := startAPI(t)
+	code, body := s.post(t, "/run_code", `{"code": "int main() { return undeclared; }", "language": "cpp"}`)
+	var got struct {
+		Status        string
+		CompileResult *struct {
+			Status     string
+			ReturnCode *int   `json:"return_code"`
+			Stderr     string
+		} `json:"compile_result"`
+		RunResult *struct{} `json:"run_result"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || code != 200 {
+		t.Fatalf("%d %s: %v", code, body, err)
+	}
+	c := got.CompileResult
+	if got.Status != "Failed" || got.RunResult != nil || c == nil || c.Status != "Finished" ||
+		c.ReturnCode == nil || *c.ReturnCode == 0 || !strings.Contains(c.Stderr, "undeclared") {
+		t.Errorf("compile error: %s", body)
 	}
 }

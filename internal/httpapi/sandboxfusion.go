@@ -82,8 +82,8 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.run(w, r, t, true, func(res *policy.Result) {
-		var long longStrings
-		writeAnswer(w, http.StatusOK, sandboxFusionResponse(long.result(res.Result)), long)
+		answer, long := sandboxFusionAnswer(res.Result)
+		writeAnswer(w, http.StatusOK, answer, long)
 	})
 }
 

@@ -51,3 +51,20 @@ func compileResult(res *result.Result) *commandRunResult {
 	}
 	return cr
 }
+
+// sandboxFusionAnswer is the response to a run's result, its long
+// strings held (writeAnswer): the run's output when it ran (a compile
+// error has no run_result to hold it in), and the compiler's messages.
+func sandboxFusionAnswer(res *result.Result) (runCodeResponse, longStrings) {
+	var long longStrings
+	held := *res
+	if res.Status != result.StatusCompileError {
+		held = *long.result(res)
+	}
+	if c := res.Compile; c != nil {
+		compile := *c
+		compile.Stderr = long.hold(c.Stderr)
+		held.Compile = &compile
+	}
+	return sandboxFusionResponse(&held), long
+}
