@@ -4,7 +4,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/microbox/microbox/internal/lang"
@@ -22,8 +21,8 @@ func (f *langFlags) register(c *cobra.Command) {
 	fl := c.Flags()
 	fl.StringVar(&f.name, "lang", lang.Python, "the program's language: "+strings.Join(lang.Names(), ", "))
 	fl.StringVar(&f.compileTimeout, "compile-timeout", nsjail.DefaultCompileTimeout.String(), "wall-clock limit of a compiled language's compile step")
-	fl.StringVar(&f.compileMem, "compile-mem", units.BytesSize(nsjail.DefaultCompileMemory), "memory limit of the compile step")
-	fl.StringVar(&f.compileOutput, "compile-output-limit", units.BytesSize(nsjail.DefaultCompileOutputLimit), "cap on each of the compile step's stdout (the binary) and stderr")
+	fl.StringVar(&f.compileMem, "compile-mem", "512M", "memory limit of the compile step")
+	fl.StringVar(&f.compileOutput, "compile-output-limit", "16M", "cap on each of the compile step's stdout (the binary) and stderr")
 }
 
 // apply sets the language fields of o.

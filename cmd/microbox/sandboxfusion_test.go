@@ -92,7 +92,7 @@ func TestSandboxFusionCompileError(t *testing.T) {
 		Status        string
 		CompileResult *struct {
 			Status     string
-			ReturnCode *int   `json:"return_code"`
+			ReturnCode *int `json:"return_code"`
 			Stderr     string
 		} `json:"compile_result"`
 		RunResult *struct{} `json:"run_result"`

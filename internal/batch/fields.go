@@ -80,9 +80,9 @@ var Fields = []Field{
 	{Key: "file", Name: "File", Kind: KindString, Where: InLine,
 		Doc: "A Python file on the host to run instead of code (batch only: a network caller names no host file)."},
 	// The program's language and its compile step (docs/languages.md).
-	{Key: "language", Flag: "lang", Name: "Language", Kind: KindString, Default: lang.Python, Where: everywhere, Enum: lang.Names(),
+	{Key: "language", Flag: "lang", Name: "Language", Kind: KindString, Default: lang.Python, Where: everywhere | InRunCode, Enum: lang.Names(),
 		Doc: "The program's language (default python); c and cpp are compiled first, in a sandbox of their own (the result's \"compile\")."},
-	{Key: "compile_timeout", Flag: "compile-timeout", Name: "CompileTimeout", Kind: KindDuration, Default: "10s", Ceiling: true, Where: everywhere,
+	{Key: "compile_timeout", Flag: "compile-timeout", Name: "CompileTimeout", Kind: KindDuration, Default: "10s", Ceiling: true, Where: everywhere | InRunCode,
 		Doc: "Wall-clock limit of the compile step (c, cpp): seconds, or a duration."},
 	{Key: "compile_mem", Flag: "compile-mem", Name: "CompileMemory", Kind: KindSize, Default: "512M", Ceiling: true, Where: everywhere,
 		Doc: "Memory limit of the compile step: bytes, or a size."},
