@@ -364,7 +364,7 @@ var flagNames = map[string]string{
 	// the options as a whole, in doctor's fix for a run they cannot build
 	"Options": "the flags",
 	// rootfs build and import
-	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
+	"With": "--with", "Languages": "--lang", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
 	"K": "-k", "Pin": "--pin", "Shard": "--shard", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",

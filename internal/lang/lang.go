@@ -34,6 +34,8 @@ type Language struct {
 	Run []string
 	// Packages are the Debian packages a built root needs for it.
 	Packages []string
+	// Hello is a program that prints "hello": what a root's check runs.
+	Hello string
 }
 
 // Binary is a compiled program's file name in the working directory.
@@ -48,19 +50,21 @@ const Python = "python"
 // linked; -x names the language whatever the file is called.
 var Languages = []Language{
 	{Name: Python, Aliases: []string{"python3", "py"}, Source: "main.py",
-		Packages: []string{"python3-minimal"}},
+		Packages: []string{"python3-minimal"}, Hello: `print("hello")`},
 	{Name: "c", Source: "main.c",
 		Compile:      []string{"/usr/bin/gcc", "-O2", "-std=gnu17", "-pipe", "-o", Binary, "-x", "c"},
 		CompileAfter: []string{"-lm"},
-		Packages:     []string{"gcc", "libc6-dev"}},
+		Packages:     []string{"gcc", "libc6-dev"},
+		Hello:        "#include <stdio.h>\nint main(void) { puts(\"hello\"); return 0; }\n"},
 	{Name: "cpp", Aliases: []string{"c++", "cxx"}, Source: "main.cpp",
 		Compile:      []string{"/usr/bin/g++", "-O2", "-std=gnu++17", "-pipe", "-o", Binary, "-x", "c++"},
 		CompileAfter: []string{"-lm"},
-		Packages:     []string{"g++", "libc6-dev"}},
+		Packages:     []string{"g++", "libc6-dev"},
+		Hello:        "#include <iostream>\nint main() { std::cout << \"hello\" << std::endl; }\n"},
 	{Name: "bash", Aliases: []string{"sh"}, Source: "main.sh",
-		Run: []string{"/usr/bin/bash"}, Packages: []string{"bash"}},
+		Run: []string{"/usr/bin/bash"}, Packages: []string{"bash"}, Hello: `echo hello`},
 	{Name: "node", Aliases: []string{"nodejs", "js", "javascript"}, Source: "main.js",
-		Run: []string{"/usr/bin/node"}, Packages: []string{"nodejs"}},
+		Run: []string{"/usr/bin/node"}, Packages: []string{"nodejs"}, Hello: `console.log("hello")`},
 }
 
 // Names are the languages' names, in the table's order.
