@@ -389,5 +389,12 @@ func TestEvalStdioCpp(t *testing.T) {
 			t.Fatalf("%v: exit %d: %s", c.flags, code, stderr)
 		}
 		checkWants(t, rows, c.key)
+		for _, r := range rows {
+			for _, tv := range r.Tests {
+				if tv.Status == "compile_error" && !strings.HasPrefix(tv.Message, "compile_error: the compile step failed") {
+					t.Errorf("%s: a compile error's message %q", r.Note, tv.Message)
+				}
+			}
+		}
 	}
 }
