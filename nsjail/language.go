@@ -142,7 +142,7 @@ func (o *Options) zygoteLanguage() (bool, error) {
 		return true, err
 	}
 	if o.Zygote {
-		return false, field.Errorf("Zygote", "{Zygote} forks a warm Python interpreter; {Language} %s starts cold: drop {Zygote} (or use {ZygoteFallback})", l.Name)
+		return false, field.Errorf("Zygote", "{Zygote} forks a warm Python interpreter, and {Language} %s is not Python: run it without {Zygote}, or with {ZygoteFallback}, which starts it cold", l.Name)
 	}
 	return false, nil
 }
