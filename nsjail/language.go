@@ -53,6 +53,9 @@ func (o *Options) languageProgram(s *Spec, l *lang.Language) error {
 	if len(o.PythonFlags) > 0 {
 		return field.Errorf("Language", "{Language} %s: interpreter options are Python's", l.Name)
 	}
+	if o.Pids > 0 && o.Pids < l.MinPids {
+		return field.Errorf("Pids", "{Pids} %d is too few for {Language} %s, which starts worker threads before the program's first line: give at least %d", o.Pids, l.Name, l.MinPids)
+	}
 	src, err := o.source(l)
 	if err != nil {
 		return err

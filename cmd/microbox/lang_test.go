@@ -193,6 +193,7 @@ func TestLanguageBadInput(t *testing.T) {
 		{[]string{"--rootfs", root, "--lang", "node"}, []string{"--lang node needs /usr/bin/node"}},
 		{[]string{"--lang", "cobol"}, []string{`--lang: unknown language "cobol"`, "cpp"}},
 		{[]string{"--lang", "cpp", "--max-risk", "3"}, []string{"--max-risk checks Python programs", "drop --max-risk"}},
+		{[]string{"--lang", "node", "--pids", "4"}, []string{"--pids 4 is too few for --lang node", "at least 8"}},
 	} {
 		cmd := exec.Command(microbox, append(append([]string{"exec"}, c.args...), "-c", "x")...)
 		_, stderr, code := runCmd(t, cmd)

@@ -36,6 +36,11 @@ type Language struct {
 	Packages []string
 	// Hello is a program that prints "hello": what a root's check runs.
 	Hello string
+	// MinPids is the fewest processes and threads a run needs to reach
+	// the program's first line (the jail's init included); 0: the
+	// jail's own minimum. Node starts V8's and libuv's worker threads
+	// first, and below this it waits for them until the time limit.
+	MinPids int64
 }
 
 // Binary is a compiled program's file name in the working directory.
@@ -64,7 +69,8 @@ var Languages = []Language{
 	{Name: "bash", Aliases: []string{"sh"}, Source: "main.sh",
 		Run: []string{"/usr/bin/bash"}, Packages: []string{"bash"}, Hello: `echo hello`},
 	{Name: "node", Aliases: []string{"nodejs", "js", "javascript"}, Source: "main.js",
-		Run: []string{"/usr/bin/node"}, Packages: []string{"nodejs"}, Hello: `console.log("hello")`},
+		Run: []string{"/usr/bin/node"}, Packages: []string{"nodejs"}, Hello: `console.log("hello")`,
+		MinPids: 8},
 }
 
 // Names are the languages' names, in the table's order.
