@@ -284,3 +284,12 @@ func TestHTTPAndMCPLanguage(t *testing.T) {
 		t.Errorf("MCP node: %v", m)
 	}
 }
+
+// Redaction masks the compiler's messages too, which quote the source.
+func TestLanguageRedactsCompileMessages(t *testing.T) {
+	r := execJSON(t, "", "--redact", "--lang", "c", "-c", "int main(void) { return jane.doe@example.com; }")
+	wantStatus(t, r, result.StatusCompileError)
+	if r.Compile == nil || strings.Contains(r.Compile.Stderr, "jane.doe@example.com") || !strings.Contains(r.Compile.Stderr, "error") {
+		t.Errorf("compile.stderr: %q", r.Compile.Stderr)
+	}
+}

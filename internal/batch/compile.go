@@ -28,11 +28,11 @@ func compiling(run policy.Runner) policy.Runner {
 		}
 		step := compiles.get(ctx, s.Compile, func() compiled { return compile(ctx, run, s.Compile) })
 		if step.res.Status != result.StatusOK {
-			return compileFailed(step.res, s.SeccompMode)
+			return compileFailed(step.result(), s.SeccompMode)
 		}
 		s.Files = append(s.Files, nsjail.File{Path: s.Argv[0], Data: step.binary, Mode: 0o755})
 		res := run(ctx, s)
-		res.Compile = step.res
+		res.Compile = step.result()
 		return res
 	}
 }

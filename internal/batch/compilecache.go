@@ -18,6 +18,13 @@ type compiled struct {
 	binary []byte
 }
 
+// result is a copy of the step's result for one run's, which the run's
+// layers may change (redaction) while the cache holds the original.
+func (c compiled) result() *result.Result {
+	r := *c.res
+	return &r
+}
+
 // compileCache keeps the binaries of successful compile steps by
 // everything the step's outcome depends on (compileKey), so that the
 // same program run on many inputs (eval stdio's tests, a batch's) is
@@ -50,9 +57,9 @@ func (cc *compileCache) get(ctx context.Context, c *nsjail.Spec, compile func() 
 		select {
 		case <-e.done:
 			if e.c.binary != nil {
-				hit := *e.c.res
+				hit := e.c.result()
 				hit.Cached = true
-				return compiled{res: &hit, binary: e.c.binary}
+				return compiled{res: hit, binary: e.c.binary}
 			}
 		case <-ctx.Done():
 		}
