@@ -42,6 +42,12 @@ type Options struct {
 	// PythonFlags are the interpreter's own options, before the program
 	// (-I -S for microbox's helpers).
 	PythonFlags []string
+	// Language is the program's language (package internal/lang; ""
+	// is Python). A compiled one is compiled first in a jail of its own
+	// under the Compile limits (Spec.Compile).
+	Language                          string
+	CompileTimeout                    time.Duration
+	CompileMemory, CompileOutputLimit int64
 
 	// Stdin feeds the program (nil: /dev/null). Stdout and Stderr, when
 	// set, receive its output as it comes; Capture keeps a copy in the
@@ -143,6 +149,10 @@ func Defaults() Options {
 		NoFile:      DefaultRlimits.NoFile,
 		SigPending:  DefaultRlimits.SigPending,
 		MsgQueue:    DefaultRlimits.MsgQueue,
+
+		CompileTimeout:     DefaultCompileTimeout,
+		CompileMemory:      DefaultCompileMemory,
+		CompileOutputLimit: DefaultCompileOutputLimit,
 	}
 }
 
@@ -194,7 +204,7 @@ func (o *Options) Prepare() error {
 	}
 	defer func() { o.prepared = &p }()
 	key := func(parts ...string) string { return strings.Join(parts, "\x00") }
-	if _, err := p.root.get(key(o.RootFS, o.Python, o.Dir, o.CallerEnv(rootfs.EnvRootfs)), o.rootDir); err != nil {
+	if _, err := p.root.get(key(o.RootFS, o.Python, o.Language, o.Dir, o.CallerEnv(rootfs.EnvRootfs)), o.rootDir); err != nil {
 		return err
 	}
 	if _, err := p.filter.get(key(o.Seccomp, o.SeccompProfile, o.Dir), o.filter); err != nil {
@@ -288,6 +298,9 @@ func (o *Options) Build() (*Spec, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	if err := o.compileStep(s); err != nil {
+		return nil, err
+	}
 	if err := o.zygote(s); err != nil {
 		return nil, err
 	}
@@ -354,6 +367,9 @@ func (o *Options) zygote(s *Spec) error {
 			return field.Errorf("Preload", "{Preload} needs {Zygote}: modules are preloaded into a zygote's template")
 		}
 		return nil
+	}
+	if ok, err := o.zygoteLanguage(); !ok {
+		return err
 	}
 	s.Zygote = &Zygote{Preload: o.Preload, Fallback: o.ZygoteFallback}
 	return nil
@@ -431,7 +447,8 @@ func (o *Options) CheckRanges() error {
 	for _, f := range []struct {
 		name string
 		n    int64
-	}{{"Memory", o.Memory}, {"TmpfsSize", o.TmpfsSize}, {"OutputLimit", o.OutputLimit}} {
+	}{{"Memory", o.Memory}, {"TmpfsSize", o.TmpfsSize}, {"OutputLimit", o.OutputLimit},
+		{"CompileMemory", o.CompileMemory}, {"CompileOutputLimit", o.CompileOutputLimit}} {
 		if f.n > MaxSize {
 			return field.Errorf(f.name, "{"+f.name+"} %d bytes is more than any run may have: give at most %s", f.n, units.BytesSize(MaxSize))
 		}
@@ -439,7 +456,7 @@ func (o *Options) CheckRanges() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"Timeout", o.Timeout}, {"CPUTime", o.CPUTime}} {
+	}{{"Timeout", o.Timeout}, {"CPUTime", o.CPUTime}, {"CompileTimeout", o.CompileTimeout}} {
 		if f.d > MaxDuration {
 			return field.Errorf(f.name, "{"+f.name+"} %s is longer than any run may last: give at most %s", f.d, MaxDuration)
 		}
@@ -452,6 +469,13 @@ func (o *Options) CheckRanges() error {
 
 // program sets argv, and for a file copies it into the working directory.
 func (o *Options) program(s *Spec) error {
+	l, err := o.language()
+	if err != nil {
+		return err
+	}
+	if !l.IsPython() {
+		return o.languageProgram(s, l)
+	}
 	switch {
 	case o.Code != nil && o.File != "":
 		return field.Errorf("Code", "give either {Code} or {File}, not both")
@@ -589,7 +613,7 @@ func (o *Options) rootDir() (string, error) {
 	if dir == "" {
 		fi, err := os.Stat(systemRoot)
 		if err != nil || !fi.IsDir() {
-			return "", rootfs.CheckPython("", o.Python)
+			return "", o.checkRoot("")
 		}
 		dir, origin = systemRoot, "the system root "+systemRoot
 	}
@@ -597,7 +621,7 @@ func (o *Options) rootDir() (string, error) {
 	if err != nil {
 		return "", field.Errorf("RootFS", origin+" %s: %v", dir, err)
 	}
-	err = rootfs.CheckPython(abs, o.Python)
+	err = o.checkRoot(abs)
 	if err == nil {
 		err = rootfs.CheckReachable(abs)
 	}

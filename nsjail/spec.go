@@ -140,6 +140,12 @@ type Spec struct {
 	// (zygote.go).
 	Zygote *Zygote
 
+	// Compile, when set, is the compile step of a compiled language's
+	// program: a run of its own, in a jail of its own, before this one,
+	// whose stdout is the binary (Argv[0] here) that the caller places
+	// in this run's Files once it succeeded (batch.Run.Execute).
+	Compile *Spec
+
 	// template marks the jail of a zygote's template (zygote_template.go): its
 	// program keeps the jail's root, with no filter or time limit.
 	template bool
@@ -304,6 +310,12 @@ func (s *Spec) Validate() error {
 	}
 	if err := s.validateRootFiles(); err != nil {
 		return err
+	}
+	if s.Compile != nil {
+		// The program is the binary its compile step makes, in the
+		// scratch area, not in the root; the step's own Argv[0] is
+		// checked with it.
+		return nil
 	}
 	return rootfs.CheckPython(s.RootDir, s.Argv[0])
 }

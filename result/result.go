@@ -27,11 +27,14 @@ const (
 	StatusOutputLimit  Status = "output_limit"  // stdout or stderr cap
 	StatusSandboxError Status = "sandbox_error" // microbox could not set up or run the jail
 	StatusRejected     Status = "rejected"      // refused before it ran (a policy layer)
+	// The compile step of a compiled language did not succeed (Compile
+	// says how it ended); the program did not run.
+	StatusCompileError Status = "compile_error"
 )
 
 // Statuses lists every status in the order reports count them.
 var Statuses = []Status{StatusOK, StatusNonzero, StatusSignaled, StatusTimeout, StatusMemory,
-	StatusOutputLimit, StatusSandboxError, StatusRejected}
+	StatusOutputLimit, StatusSandboxError, StatusRejected, StatusCompileError}
 
 // Which limit ended a run, in Result.Limit.
 const (
@@ -78,6 +81,14 @@ type Result struct {
 	// could not be fetched. Absent when the run asked for none, and when
 	// the program never started.
 	Fetched map[string]*Fetched `json:"fetched,omitempty"`
+	// Compile is how the compile step of a compiled language's program
+	// ended, as a result of its own (its stdout, the binary, left out);
+	// absent for an interpreted language.
+	Compile *Result `json:"compile,omitempty"`
+	// Cached, on a compile step's result, says that its binary was
+	// reused from the same step (same program, files, root and limits)
+	// run earlier in this process: the fields are that step's.
+	Cached bool `json:"cached,omitempty"`
 
 	// Unavailable, when set, says the program never started for want of
 	// the host's resources (microbox was out of file descriptors), not
@@ -132,6 +143,7 @@ func (r *Result) SetExit(ws unix.WaitStatus) {
 // (cmd/microbox/client.c) use ExitSandboxError too; a test holds them
 // equal.
 const (
+	ExitCompileError = 120
 	ExitRejected     = 121
 	ExitOutputLimit  = 122
 	ExitMemory       = 123
@@ -155,6 +167,8 @@ func (r *Result) ShellStatus() int {
 		return ExitOutputLimit
 	case StatusRejected:
 		return ExitRejected
+	case StatusCompileError:
+		return ExitCompileError
 	}
 	return ExitSandboxError
 }
@@ -184,7 +198,7 @@ func (r *Result) Why() string {
 		return fmt.Sprintf("output_limit: the program wrote more than the output limit on %s", r.Limit)
 	case StatusSignaled:
 		return "signaled: the program was killed by " + deref(r.Signal)
-	case StatusSandboxError, StatusRejected:
+	case StatusSandboxError, StatusRejected, StatusCompileError:
 		return string(r.Status) + ": " + deref(r.Error)
 	}
 	return ""

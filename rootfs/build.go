@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/internal/lang"
 )
 
 // SystemDir is where `exec` looks for a root when neither --rootfs nor
@@ -53,8 +54,9 @@ type Manifest struct {
 	Architecture string   `json:"architecture,omitempty"`
 	Sources      []string `json:"sources,omitempty"`
 	Tool         string   `json:"tool,omitempty"`
-	With         []string `json:"with,omitempty"`     // extras as asked for (numpy, ...)
-	Packages     []string `json:"packages,omitempty"` // "name version", every installed package
+	With         []string `json:"with,omitempty"`      // extras as asked for (numpy, ...)
+	Languages    []string `json:"languages,omitempty"` // besides Python (internal/lang's names)
+	Packages     []string `json:"packages,omitempty"`  // "name version", every installed package
 
 	// An imported root.
 	Image *ImageInfo `json:"image,omitempty"`
@@ -106,6 +108,9 @@ type BuildOptions struct {
 	// With are extra Python packages by their Debian names without the
 	// python3- prefix (numpy, pandas, scipy) or with it.
 	With []string
+	// Languages are languages besides Python whose tools the root gets
+	// (internal/lang: c, cpp, bash, node).
+	Languages []string
 	// Log receives mmdebstrap's output and microbox's step lines; an
 	// *os.File that is a terminal gets mmdebstrap's progress display.
 	Log io.Writer
@@ -135,7 +140,43 @@ func (o *BuildOptions) Packages() ([]string, error) {
 			pkgs = append(pkgs, name)
 		}
 	}
+	langs, err := o.languages()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range langs {
+		for _, p := range l.Packages {
+			if !slices.Contains(pkgs, p) {
+				pkgs = append(pkgs, p)
+			}
+		}
+	}
 	return pkgs, nil
+}
+
+// languages are Languages looked up (Python left out: every root has it).
+func (o *BuildOptions) languages() ([]*lang.Language, error) {
+	var langs []*lang.Language
+	for _, name := range o.Languages {
+		l, err := lang.Lookup(strings.TrimSpace(name))
+		if err != nil {
+			return nil, field.Errorf("Languages", "{Languages}: %v", err)
+		}
+		if !l.IsPython() && !slices.Contains(langs, l) {
+			langs = append(langs, l)
+		}
+	}
+	return langs, nil
+}
+
+// LanguageNames are Languages by their canonical names, for the manifest.
+func (o *BuildOptions) LanguageNames() []string {
+	langs, _ := o.languages() // Packages refused bad names first
+	var names []string
+	for _, l := range langs {
+		names = append(names, l.Name)
+	}
+	return names
 }
 
 // Modules are the Python module names the extras are expected to provide
@@ -211,7 +252,7 @@ func Build(ctx context.Context, stage string, o BuildOptions) (*Manifest, error)
 	if err != nil {
 		return nil, err
 	}
-	m := &Manifest{Kind: "build", Suite: o.Suite, Sources: sources, With: o.With, Tool: toolVersion(mm)}
+	m := &Manifest{Kind: "build", Suite: o.Suite, Sources: sources, With: o.With, Languages: o.LanguageNames(), Tool: toolVersion(mm)}
 	if err := readFacts(stage, m); err != nil {
 		return nil, err
 	}

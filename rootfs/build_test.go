@@ -32,6 +32,26 @@ func TestPackages(t *testing.T) {
 	}
 }
 
+// --lang adds each language's Debian packages once, Python's none; an
+// unknown language is refused by name.
+func TestPackagesLanguages(t *testing.T) {
+	o := BuildOptions{With: []string{"numpy"}, Languages: []string{"cpp", "c", "nodejs", "python", "bash"}}
+	got, err := o.Packages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"python3", "python3-numpy", "g++", "libc6-dev", "gcc", "nodejs", "bash"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Packages() = %v, want %v", got, want)
+	}
+	if names := o.LanguageNames(); !slices.Equal(names, []string{"cpp", "c", "node", "bash"}) {
+		t.Errorf("LanguageNames() = %v", names)
+	}
+	if _, err := (&BuildOptions{Languages: []string{"cobol"}}).Packages(); err == nil || !strings.Contains(err.Error(), `"cobol"`) {
+		t.Errorf("--lang cobol: %v", err)
+	}
+}
+
 // withHostApt points the apt and os-release paths at test files.
 func withHostApt(t *testing.T, osID, list string, sources map[string]string) {
 	t.Helper()

@@ -72,6 +72,11 @@ type CheckOptions struct {
 	// interpreter inside the sandbox and returns its stdout; nil skips
 	// the run.
 	Run func(code string, args ...string) (string, error)
+	// Languages are languages besides Python the root should run (a
+	// build's --lang), and RunLanguage runs one's code in the sandbox
+	// and returns its stdout (nil skips the runs).
+	Languages   []string
+	RunLanguage func(language, code string) (string, error)
 }
 
 // Check inspects the root at dir and reports every finding; it never stops
@@ -96,6 +101,7 @@ func Check(dir string, o CheckOptions) *Report {
 	if o.Run != nil && !r.Failed() {
 		probePython(r, o)
 	}
+	checkLanguages(r, dir, o)
 	scanTree(r, real, o.Owners)
 	if m, err := ReadManifest(dir); err == nil {
 		r.add(OK, "manifest", "%s", m.describe())

@@ -79,7 +79,10 @@ func humanEvalCommand() *cobra.Command {
 		Long:  evalHelp(eval.HumanEvalHelp),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return evaluate(&f.evalFlags, c, args[0], func(nsjail.Options) (*eval.Set, error) {
+			return evaluate(&f.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
+				if err := pythonOnly("humaneval", base); err != nil {
+					return nil, err
+				}
 				return eval.LoadHumanEval(f.problems, args[0], f.allowIncomplete, f.guard)
 			})
 		},
@@ -171,6 +174,9 @@ func mbppCommand() *cobra.Command {
 			return evaluate(&f.perTestFlags.evalFlags, c, args[0], func(base nsjail.Options) (*eval.Set, error) {
 				total, err := nsjail.ParseDuration("TotalTimeout", f.totalTimeout)
 				if err != nil {
+					return nil, err
+				}
+				if err := pythonOnly("mbpp", base); err != nil {
 					return nil, err
 				}
 				return eval.LoadMBPP(f.problems, args[0], eval.MBPPOptions{Challenge: f.challenge,

@@ -367,3 +367,34 @@ func TestEvalInterrupted(t *testing.T) {
 		t.Errorf("files left: %v", left)
 	}
 }
+
+// The same contest-style problems solved in C++ (eval stdio --lang cpp):
+// every way a test ends, as in Python, and a sample that does not compile
+// is compile_error on every test; each sample is compiled once, not once
+// per test.
+func TestEvalStdioCpp(t *testing.T) {
+	problems := filepath.Join(evalTestdata, "stdio_problems.jsonl")
+	all := filepath.Join(evalTestdata, "stdio_samples_cpp.jsonl")
+	flags := []string{"--lang", "cpp", "--problems", problems, "--timeout", "5s", "--cpu-time", "1s", "--mem", "64M", "--tmpfs-size", "16M"}
+	for _, c := range []struct {
+		key   string
+		flags []string
+	}{
+		{"want", nil},
+		{"want_exact", []string{"--compare", "exact"}},
+		{"want_stop", []string{"--stop-on-fail", "--jobs", "4"}},
+	} {
+		rows, stderr, code := evalMode(t, nil, "stdio", samplesWith(t, all, c.key), append(c.flags, flags...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.flags, code, stderr)
+		}
+		checkWants(t, rows, c.key)
+		for _, r := range rows {
+			for _, tv := range r.Tests {
+				if tv.Status == "compile_error" && !strings.HasPrefix(tv.Message, "compile_error: the compile step failed") {
+					t.Errorf("%s: a compile error's message %q", r.Note, tv.Message)
+				}
+			}
+		}
+	}
+}

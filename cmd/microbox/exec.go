@@ -47,6 +47,7 @@ type execFlags struct {
 	zygote       bool
 	zygoteFall   bool
 	preload      []string
+	lang         langFlags
 	// layers are exec's policy layers (layers.go); eval stdio and mbpp
 	// register them too, batch and eval humaneval do not.
 	layers layerFlags
@@ -120,6 +121,7 @@ func (f *execFlags) sandboxFlags(c *cobra.Command) {
 	fl.BoolVar(&f.zygote, "zygote", false, "fork the run from a warm interpreter where one is kept (serve, batch, eval; docs/zygote.md), else start cold")
 	fl.BoolVar(&f.zygoteFall, "zygote-fallback", false, "--zygote, and start cold where no warm interpreter can take the run (result: \"start\": \"cold\") instead of failing")
 	fl.StringSliceVar(&f.preload, "preload", nil, "with --zygote: modules the warm interpreter imports first (e.g. numpy,json)")
+	f.lang.register(c)
 }
 
 // runExec runs the program and sets the invocation's exit status to the
@@ -232,6 +234,9 @@ func report(w io.Writer, r *result.Result, trace bool) {
 			fmt.Fprintf(w, "microbox: trace %8.3f ms %s\n", p.AtMs, p.Name)
 		}
 	}
+	if r.Status == result.StatusCompileError {
+		io.WriteString(w, r.Compile.Stderr) // the compiler's messages
+	}
 	if why := r.Why(); why != "" {
 		fmt.Fprintln(w, "microbox: "+why)
 	}
@@ -278,6 +283,9 @@ func (f *execFlags) options(c *cobra.Command) (nsjail.Options, error) {
 	o.Seccomp, o.SeccompProfile = f.seccompMode, f.seccompFile
 	o.Env = f.env
 	o.Zygote, o.ZygoteFallback, o.Preload = f.zygote, f.zygoteFall, f.preload
+	if err := f.lang.apply(&o); err != nil {
+		return o, err
+	}
 	if err := zygoteDefault(&o, c, inv.getenv(zygoteEnv)); err != nil {
 		return o, err
 	}
@@ -357,7 +365,8 @@ var flagNames = map[string]string{
 	"CgroupParent": "--cgroup-parent", "Seccomp": "--seccomp", "SeccompProfile": "--seccomp-profile",
 	"NoFile": "--nofile", "SigPending": "--sigpending", "MsgQueue": "--msgqueue",
 	"Zygote": "--zygote", "ZygoteFallback": "--zygote-fallback", "Preload": "--preload",
-	"Fetch": "--fetch", "Code": "-c CODE", "File": "a Python file",
+	"Fetch": "--fetch", "Language": "--lang", "CompileTimeout": "--compile-timeout", "CompileMemory": "--compile-mem", "CompileOutputLimit": "--compile-output-limit",
+	"Code": "-c CODE", "File": "a Python file",
 	// exec's policy layers
 	"DenyModules": "--deny-modules", "AllowModules": "--allow-modules", "Guard": "--guard",
 	"Redact": "--redact", "RedactPatterns": "--redact-pattern", "RedactBudget": "--redact-budget", "MaxRisk": "--max-risk",
@@ -365,7 +374,7 @@ var flagNames = map[string]string{
 	// the options as a whole, in doctor's fix for a run they cannot build
 	"Options": "the flags",
 	// rootfs build and import
-	"With": "--with", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
+	"With": "--with", "Languages": "--lang", "Suite": "--suite", "Mirror": "--mirror", "Replace": "--replace",
 	"MaxSize": "--max-size", "Ref": "--ref",
 	// batch and eval
 	"K": "-k", "Pin": "--pin", "Shard": "--shard", "Output": "--output", "AllowIncomplete": "--allow-incomplete", "MaxHeld": "--max-held",

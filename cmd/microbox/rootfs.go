@@ -22,7 +22,7 @@ func rootfsCommand() *cobra.Command {
 		Short: "Build, import and check root filesystems for --rootfs",
 		Long: `Prepare the read-only root a sandbox runs in.
 
-  microbox rootfs build DIR [--suite bookworm] [--with numpy,pandas,scipy]
+  microbox rootfs build DIR [--suite bookworm] [--with numpy,pandas,scipy] [--lang c,cpp,bash,node]
   microbox rootfs import IMAGE DIR
   microbox rootfs check DIR
 
@@ -55,6 +55,7 @@ Without --mirror, the Debian mirrors this host's apt uses are used.`,
 	fl := c.Flags()
 	fl.StringVar(&o.Suite, "suite", "bookworm", "Debian release to build from")
 	fl.StringSliceVar(&o.With, "with", nil, "extra Python packages by Debian name, without python3- (e.g. numpy,pandas,scipy)")
+	fl.StringSliceVar(&o.Languages, "lang", nil, "languages besides Python to install the tools of (c,cpp,bash,node: Debian's gcc, g++, bash, nodejs)")
 	fl.StringVar(&o.Mirror, "mirror", "", "Debian archive URL (default: this host's apt mirrors, with SUITE-updates and SUITE-security)")
 	fl.BoolVar(&replace, "replace", false, "replace DIR if it already holds a root (kept beside it as .NAME.microbox-old until the next replace)")
 	return c

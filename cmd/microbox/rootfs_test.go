@@ -48,13 +48,17 @@ const (
 )
 
 // buildSources are the files whose content decides what a build makes.
-var buildSources = []string{"../../rootfs/build.go", "../../rootfs/rootfs.go", "rootfs.go"}
+var buildSources = []string{"../../rootfs/build.go", "../../rootfs/rootfs.go", "rootfs.go", "../../internal/lang/lang.go"}
 
 // testRoots are the roots the tests use. They are built concurrently when
 // the first test asks for one: each build is mostly one process waiting on
 // dpkg, so two at once take little longer than one, and the package's
 // tests share go test's 10-minute budget.
-var testRoots = [][]string{nil, {"numpy"}}
+// An entry "lang:LIST" is --lang LIST rather than an extra.
+var testRoots = [][]string{nil, {"numpy"}, {langRoot}}
+
+// langRoot is the test root with every language's tools.
+const langRoot = "lang:c,cpp,bash,node"
 
 // buildTimeout bounds one build, well inside that budget.
 const buildTimeout = 7 * time.Minute
@@ -139,8 +143,16 @@ func (b *rootBuild) run(with []string) {
 		return
 	}
 	args := []string{"rootfs", "build", "--suite", testSuite, "--replace", b.dir}
-	if len(with) > 0 {
-		args = append(args, "--with", strings.Join(with, ","))
+	var extras []string
+	for _, w := range with {
+		if langs, ok := strings.CutPrefix(w, "lang:"); ok {
+			args = append(args, "--lang", langs)
+		} else {
+			extras = append(extras, w)
+		}
+	}
+	if len(extras) > 0 {
+		args = append(args, "--with", strings.Join(extras, ","))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
@@ -507,4 +519,32 @@ func gzLayer(t *testing.T, data []byte) v1.Layer {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// A root built with --lang runs each language, checked in the sandbox
+// before it is installed; rootfs check runs each one's hello world.
+func TestRootfsBuildLanguages(t *testing.T) {
+	root := testRoot(t, langRoot)
+	out, errOut, code := microboxOut(t, nil, "rootfs", "check", root)
+	for _, l := range []string{"c", "cpp", "bash", "node"} {
+		if want := "ok    lang " + l + ": hello world runs in the sandbox"; code != 0 || !strings.Contains(out, want) {
+			t.Errorf("check of the --lang root: exit %d, no %q\n%s%s", code, want, out, errOut)
+		}
+	}
+	r := execJSON(t, "7\n", "--rootfs", root, "--lang", "cpp", "-c", "#include <iostream>\nint main() { int n; std::cin >> n; std::cout << n * 6 << std::endl; }")
+	wantStatus(t, r, result.StatusOK)
+	if r.Stdout != "42\n" || r.Compile == nil || r.Compile.Status != result.StatusOK {
+		t.Errorf("cpp in the --lang root: %q, compile %+v", r.Stdout, r.Compile)
+	}
+	r = execJSON(t, "", "--rootfs", root, "--lang", "node", "-c", "console.log(process.versions.node.split('.')[0] >= 18)")
+	if r.Status != result.StatusOK || r.Stdout != "true\n" {
+		t.Errorf("node in the --lang root: %s %q %q", r.Status, r.Stdout, r.Stderr)
+	}
+	// A root built without them refuses the languages by name.
+	plain := testRoot(t)
+	cmd := exec.Command(microbox, "exec", "--rootfs", plain, "--lang", "cpp", "-c", "int main(){}")
+	_, stderr, code := runCmd(t, cmd)
+	if code != result.ExitSandboxError || !strings.Contains(string(stderr), "rootfs build --lang cpp") {
+		t.Errorf("cpp in a root without g++: exit %d, %s", code, stderr)
+	}
 }

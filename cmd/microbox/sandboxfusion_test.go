@@ -44,7 +44,7 @@ func TestSandboxFusionPairs(t *testing.T) {
 // fusionPair is one recorded pair: a request (POST /run_code unless
 // method and path say otherwise; body, when set, is sent as it is, for
 // what is no JSON), the status and the response expected
-// (execution_time as "T" when it is a number), and properties of fields
+// (execution_time as "T" when it is a number, the run's and the compile step's), and properties of fields
 // too long or too variable to write out: at each dotted path, the string
 // there has length bytes and matches pattern, and the response has "~".
 type fusionPair struct {
@@ -71,9 +71,11 @@ func (p *fusionPair) check(t *testing.T, s *apiServer) {
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatalf("%d %s: %v", code, body, err)
 	}
-	if run, ok := dig(got, "run_result").(map[string]any); ok {
-		if secs, ok := run["execution_time"].(float64); ok && secs > 0 {
-			run["execution_time"] = "T"
+	for _, key := range []string{"run_result", "compile_result"} {
+		if run, ok := dig(got, key).(map[string]any); ok {
+			if secs, ok := run["execution_time"].(float64); ok && secs > 0 {
+				run["execution_time"] = "T"
+			}
 		}
 	}
 	for path, want := range p.Properties {
@@ -200,5 +202,30 @@ func TestSandboxFusionPodName(t *testing.T) {
 			t.Errorf("with %v: %s; want executor_pod_name %q", c.env, body, c.want)
 		}
 		s.stop(t)
+	}
+}
+
+// A compile error on /run_code is SandboxFusion's: Failed, the compiler's
+// return code and messages in compile_result, and no run_result (the
+// program did not run).
+func TestSandboxFusionCompileError(t *testing.T) {
+	s := startAPI(t)
+	code, body := s.post(t, "/run_code", `{"code": "int main() { return undeclared; }", "language": "cpp"}`)
+	var got struct {
+		Status        string
+		CompileResult *struct {
+			Status     string
+			ReturnCode *int `json:"return_code"`
+			Stderr     string
+		} `json:"compile_result"`
+		RunResult *struct{} `json:"run_result"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || code != 200 {
+		t.Fatalf("%d %s: %v", code, body, err)
+	}
+	c := got.CompileResult
+	if got.Status != "Failed" || got.RunResult != nil || c == nil || c.Status != "Finished" ||
+		c.ReturnCode == nil || *c.ReturnCode == 0 || !strings.Contains(c.Stderr, "undeclared") {
+		t.Errorf("compile error: %s", body)
 	}
 }

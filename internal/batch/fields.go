@@ -15,6 +15,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/microbox/microbox/internal/lang"
 )
 
 // Kind is how a field's value is written and applied.
@@ -79,6 +81,15 @@ var Fields = []Field{
 		Doc: "Run code as a file at this path (relative: in the working directory), python PATH, so that __file__ and sys.argv[0] are the path, instead of python3 -c."},
 	{Key: "file", Name: "File", Kind: KindString, Where: InLine,
 		Doc: "A Python file on the host to run instead of code (batch only: a network caller names no host file)."},
+	// The program's language and its compile step (docs/languages.md).
+	{Key: "language", Flag: "lang", Name: "Language", Kind: KindString, Default: lang.Python, Where: everywhere | InRunCode, Enum: lang.Names(),
+		Doc: "The program's language (default python); c and cpp are compiled first, in a sandbox of their own (the result's \"compile\")."},
+	{Key: "compile_timeout", Flag: "compile-timeout", Name: "CompileTimeout", Kind: KindDuration, Default: "10s", Ceiling: true, Where: everywhere | InRunCode,
+		Doc: "Wall-clock limit of the compile step (c, cpp): seconds, or a duration."},
+	{Key: "compile_mem", Flag: "compile-mem", Name: "CompileMemory", Kind: KindSize, Default: "512M", Ceiling: true, Where: everywhere,
+		Doc: "Memory limit of the compile step: bytes, or a size."},
+	{Key: "compile_output_limit", Flag: "compile-output-limit", Name: "CompileOutputLimit", Kind: KindSize, Default: "16M", Ceiling: true, Where: everywhere,
+		Doc: "Cap on each of the compile step's stdout (the binary) and stderr: bytes, or a size."},
 	{Key: "stdin", Name: "Stdin", Kind: KindString, Where: everywhere | InRunCode,
 		Doc: "The program's standard input (default: empty)."},
 	{Key: "args", Name: "Args", Kind: KindList, Where: everywhere,

@@ -38,6 +38,9 @@ func Assemble(ctx context.Context, o nsjail.Options, layers func() (policy.Optio
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLanguageLayers(o, lo); err != nil {
+		return nil, err
+	}
 	ly, err := lo.Prepare(ctx, o, s)
 	if err != nil {
 		return nil, err
@@ -115,7 +118,7 @@ func (r *Run) Execute(ctx context.Context, h Host) *policy.Result {
 	if c := r.Spec.Cgroup; c != nil && h.CollectStaleGroups != nil {
 		collected.Go(func() { h.CollectStaleGroups(c.Parent) })
 	}
-	res, err := r.layers.Run(ctx, h.Run, r.Spec)
+	res, err := r.layers.Run(ctx, compiling(h.Run), r.Spec)
 	if err != nil {
 		log := h.Log
 		if log == nil {

@@ -31,21 +31,26 @@ import (
 
 // Task is one line of batch input; a nil field takes the base's value.
 type Task struct {
-	ID          json.RawMessage   `json:"id"`
-	Code        *string           `json:"code"`
-	CodePath    *string           `json:"code_path"`
-	File        *string           `json:"file"`
-	Stdin       *string           `json:"stdin"`
-	Args        []string          `json:"args"`
-	Files       map[string]string `json:"files"`
-	Env         map[string]string `json:"env"`
-	Mem         *Quantity         `json:"mem"`
-	Timeout     *Quantity         `json:"timeout"`
-	CPUTime     *Quantity         `json:"cpu_time"`
-	CPUs        *float64          `json:"cpus"`
-	Pids        *int64            `json:"pids"`
-	OutputLimit *Quantity         `json:"output_limit"`
-	TmpfsSize   *Quantity         `json:"tmpfs_size"`
+	ID       json.RawMessage `json:"id"`
+	Code     *string         `json:"code"`
+	CodePath *string         `json:"code_path"`
+	File     *string         `json:"file"`
+	// Language and the compile step's limits (docs/languages.md).
+	Language           *string           `json:"language"`
+	CompileTimeout     *Quantity         `json:"compile_timeout"`
+	CompileMem         *Quantity         `json:"compile_mem"`
+	CompileOutputLimit *Quantity         `json:"compile_output_limit"`
+	Stdin              *string           `json:"stdin"`
+	Args               []string          `json:"args"`
+	Files              map[string]string `json:"files"`
+	Env                map[string]string `json:"env"`
+	Mem                *Quantity         `json:"mem"`
+	Timeout            *Quantity         `json:"timeout"`
+	CPUTime            *Quantity         `json:"cpu_time"`
+	CPUs               *float64          `json:"cpus"`
+	Pids               *int64            `json:"pids"`
+	OutputLimit        *Quantity         `json:"output_limit"`
+	TmpfsSize          *Quantity         `json:"tmpfs_size"`
 	// OutputMode and MemoryRlimit: what exceeding output_limit and mem
 	// does in the program (nsjail.Options' fields of the same names).
 	OutputMode   *string `json:"output_mode"`

@@ -35,7 +35,11 @@ func (it *Item) size() int64 {
 	if it.Result == nil || it.Result.Result == nil {
 		return 0
 	}
-	return int64(len(it.Result.Stdout)+len(it.Result.Stderr)+512) + it.Result.FetchedBytes()
+	n := int64(len(it.Result.Stdout)+len(it.Result.Stderr)+512) + it.Result.FetchedBytes()
+	if c := it.Result.Compile; c != nil {
+		n += int64(len(c.Stderr)) // the compiler's messages, up to the compile output limit
+	}
+	return n
 }
 
 // Label is what a progress bar counts the item as: its status, or "" if

@@ -133,6 +133,7 @@ func (d *doctor) runOnce(noCgroup bool) (*result.Result, time.Duration, error) {
 	}
 	code := probeCode
 	o.Code, o.Capture = &code, true
+	o.Language = "" // the probe is Python, whatever the runs' language
 	s, err := o.Spec()
 	if err != nil {
 		return nil, 0, err

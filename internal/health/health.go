@@ -240,6 +240,7 @@ func (c *Checker) checkRun(ctx context.Context) doctor.Check {
 	code := fmt.Sprintf("print(%q)", token)
 	o.Code, o.File, o.Args, o.Stdin, o.Capture = &code, "", nil, nil, true
 	o.Zygote, o.ZygoteFallback, o.Preload = false, false, nil
+	o.Language = "" // the probe is Python, whatever the runs' language
 	if o.Timeout <= 0 || o.Timeout > runTimeout {
 		o.Timeout = runTimeout
 	}

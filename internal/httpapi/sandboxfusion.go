@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/internal/batch"
+	"github.com/microbox/microbox/internal/lang"
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
@@ -70,19 +71,6 @@ type commandRunResult struct {
 // in seconds.
 const sandboxFusionDefaultTimeout = 10.0
 
-// runCodeLanguage is how /run_code runs a language SandboxFusion names:
-// Suffix ends the name of the file the code is written to, as
-// SandboxFusion's runner names it.
-type runCodeLanguage struct {
-	Suffix string
-}
-
-// runCodeLanguages are the languages /run_code runs, by SandboxFusion's
-// names.
-var runCodeLanguages = map[string]runCodeLanguage{
-	"python": {Suffix: ".py"},
-}
-
 // ignoredFile marks a file SandboxFusion does not write: any whose name
 // contains it (its restore_files).
 const ignoredFile = "IGNORE_THIS_FILE"
@@ -106,22 +94,22 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request) {
 	}
 	badInput := func(err error) { writeDetail(w, []fusionDetail{invalid(err, raw, body)}) }
 	a.runAnswering(w, r, t, true, badInput, func(res *policy.Result) {
-		var long longStrings
-		writeAnswer(w, http.StatusOK, sandboxFusionResponse(long.result(res.Result), a.fusion.pod), long)
+		answer, long := sandboxFusionAnswer(res.Result, a.fusion.pod)
+		writeAnswer(w, http.StatusOK, answer, long)
 	})
 }
 
 // task is the request as a batch task, within the server's ceilings
 // (limits over base, the server's options), run as SandboxFusion's runner
-// runs it: the code written to a file of its own, run as python FILE, in
-// workdir; past the output limit each stream is cut and the run goes on;
-// memory runs out as MemoryError in the program (under the cgroup's
-// limit, which stays); the scratch tmpfs is lowered to a memory limit
-// below it.
+// runs it: Python's code written to a file of its own, run as python
+// FILE, in workdir; past the output limit each stream is cut and the run
+// goes on; memory runs out as MemoryError in the program (under the
+// cgroup's limit, which stays); the scratch tmpfs is lowered to a memory
+// limit below it.
 func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits, workdir string) (*batch.Task, error) {
-	lang, ok := runCodeLanguages[*req.Language]
-	if !ok {
-		return nil, fieldError("language", `language %q: microbox runs %s; send one of them`, *req.Language, strings.Join(slices.Sorted(maps.Keys(runCodeLanguages)), ", "))
+	task := map[string]any{"code": *req.Code, "workdir": workdir, "output_mode": nsjail.OutputTruncate}
+	if err := req.setLanguage(task); err != nil {
+		return nil, fieldError("language", "%v", err)
 	}
 	timeout := sandboxFusionDefaultTimeout
 	if req.RunTimeout != nil {
@@ -130,8 +118,10 @@ func (req *runCodeRequest) task(base nsjail.Options, limits batch.Limits, workdi
 			return nil, err
 		}
 	}
-	task := map[string]any{"code": *req.Code, "timeout": timeout, "workdir": workdir,
-		"code_path": tempName(lang.Suffix), "output_mode": nsjail.OutputTruncate}
+	task["timeout"] = timeout
+	if task["language"] == lang.Python {
+		task["code_path"] = tempName(".py")
+	}
 	if !base.NoCgroup {
 		task["memory_rlimit"] = true
 	}
@@ -221,8 +211,10 @@ func sandboxFusionResponse(res *result.Result, pod *string) runCodeResponse {
 	secs := res.WallTimeMs / 1000
 	run := &commandRunResult{Status: "Finished", ExecutionTime: &secs, Stdout: &res.Stdout, Stderr: &res.Stderr,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
-	resp := runCodeResponse{Status: "Failed", RunResult: run, ExecutorPodName: pod, Files: fetchedFiles(res)}
+	resp := runCodeResponse{Status: "Failed", RunResult: run, CompileResult: compileResult(res), ExecutorPodName: pod, Files: fetchedFiles(res)}
 	switch res.Status {
+	case result.StatusCompileError: // as SandboxFusion: Failed, no run_result
+		resp.RunResult = nil
 	case result.StatusOK:
 		resp.Status = "Success"
 		run.ReturnCode = res.ExitCode

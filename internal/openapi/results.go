@@ -27,7 +27,7 @@ var ResultTypes = Types{
 	},
 	Docs: map[reflect.Type]map[string]string{
 		reflect.TypeFor[result.Result](): {
-			"status":            "The verdict (docs/result-contract.md): ok, nonzero, signaled, timeout, memory, output_limit, sandbox_error or rejected.",
+			"status":            "The verdict (docs/result-contract.md): ok, nonzero, signaled, timeout, memory, output_limit, sandbox_error, rejected or compile_error.",
 			"exit_code":         "The program's exit code; null when it did not exit by itself.",
 			"signal":            "The signal that killed the program (status signaled), e.g. SIGSEGV; else null.",
 			"stdout":            "The program's standard output (invalid UTF-8 replaced with U+FFFD).",
@@ -44,6 +44,9 @@ var ResultTypes = Types{
 			"setup_time_ms":     "How long the sandbox took before the program started.",
 			"trace":             "The set-up phases, in ms from the run's start (with trace).",
 			"start":             "For a run that asked for a warm interpreter: zygote if it forked from one, cold if it started afresh.",
+			"fetched":           "The files asked for with fetch, by name: each one's size and bytes (base64), or why it was not fetched.",
+			"compile":           "A compiled language's compile step, as a result of its own (its stdout, the binary, left out); absent for an interpreted language.",
+			"cached":            "On a compile step: its binary was reused from the same step run earlier in this process.",
 		},
 		reflect.TypeFor[policy.Result](): {
 			"redactions":        "What redaction masked in stdout and stderr, by kind (with redact, when anything was).",

@@ -92,16 +92,47 @@ func (ts Types) generate(t reflect.Type, decode bool) (*openapi3.Schema, error) 
 
 // inline drops the names openapi3gen gives the schemas within s as
 // references (the Go types' names, which no document defines): each is
-// written in place.
-func inline(s *openapi3.Schema) {
-	refs := slices.Concat(s.AnyOf, s.OneOf, s.AllOf, slices.Collect(maps.Values(s.Properties)),
+// written in place. A type that holds itself (a result's compile step,
+// a result of its own) is written once more in place, without the
+// properties that lead back to it: a compile step has no compile step.
+func inline(s *openapi3.Schema) { inlineUnder(s, nil) }
+
+func inlineUnder(s *openapi3.Schema, path []*openapi3.Schema) {
+	path = append(path, s)
+	for _, ref := range children(s) {
+		if ref == nil {
+			continue
+		}
+		ref.Ref = ""
+		if slices.Contains(path, ref.Value) {
+			ref.Value = without(ref.Value, path)
+			continue
+		}
+		inlineUnder(ref.Value, path)
+	}
+}
+
+// children are the schemas s is made of.
+func children(s *openapi3.Schema) openapi3.SchemaRefs {
+	return slices.Concat(s.AnyOf, s.OneOf, s.AllOf, slices.Collect(maps.Values(s.Properties)),
 		openapi3.SchemaRefs{s.Items, s.AdditionalProperties.Schema})
-	for _, ref := range refs {
-		if ref != nil {
-			ref.Ref = ""
-			inline(ref.Value)
+}
+
+// without is a copy of s less the properties that are, or may be, one of
+// the schemas of path.
+func without(s *openapi3.Schema, path []*openapi3.Schema) *openapi3.Schema {
+	c := *s
+	c.Properties = openapi3.Schemas{}
+	for key, p := range s.Properties {
+		cyclic := slices.Contains(path, p.Value)
+		for _, branch := range p.Value.AnyOf {
+			cyclic = cyclic || slices.Contains(path, branch.Value)
+		}
+		if !cyclic {
+			c.Properties[key] = p
 		}
 	}
+	return &c
 }
 
 var marshaler = reflect.TypeFor[json.Marshaler]()

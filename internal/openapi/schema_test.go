@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"encoding/json"
+	"github.com/microbox/microbox/result"
 	"reflect"
 	"slices"
 	"strings"
@@ -47,7 +48,7 @@ func TestSchemaFollowsTheType(t *testing.T) {
 			t.Errorf("%q, omitted when empty, is required", key)
 		}
 	}
-	if p := s.Properties["status"]; p == nil || len(p.Value.Enum) != 8 || !strings.Contains(p.Value.Description, "verdict") {
+	if p := s.Properties["status"]; p == nil || len(p.Value.Enum) != len(result.Statuses) || !strings.Contains(p.Value.Description, "verdict") {
 		t.Errorf("status: %s: want the statuses and the description", schemaJSON(t, p))
 	}
 	if p := s.Properties["risk"]; p == nil || isOrNull(p.Value) || p.Value.Properties["score"] == nil {

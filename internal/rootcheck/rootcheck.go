@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/internal/batch"
+	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/rootfs"
@@ -20,12 +22,20 @@ import (
 // Check runs the full check of the root at dir with python; names spells
 // the fields of the sandbox's options in its errors (nil: Go's names).
 func Check(dir, python string, modules []string, names func(string) string) *rootfs.Report {
+	var languages []string
+	if m, err := rootfs.ReadManifest(dir); err == nil {
+		languages = m.Languages // a build's --lang
+	}
 	return rootfs.Check(dir, rootfs.CheckOptions{
 		Python:  python,
 		Owners:  []int{0, os.Geteuid()},
 		Modules: modules,
 		Run: func(code string, args ...string) (string, error) {
-			return run(dir, python, code, args, names)
+			return run(dir, python, "", code, args, names)
+		},
+		Languages: languages,
+		RunLanguage: func(language, code string) (string, error) {
+			return run(dir, python, language, code, nil, names)
 		},
 	})
 }
@@ -53,12 +63,13 @@ func Finish(stage, dir string, m *rootfs.Manifest, python string, modules []stri
 	return rootfs.Install(stage, dir)
 }
 
-// run runs python -c code args in the sandbox on the root at dir, as exec
-// does with its default options (environment, seccomp filter, limits), and
+// run runs code in language ("": python -c code args) in the sandbox on
+// the root at dir, as exec does with its default options (environment,
+// seccomp filter, limits, a compile step for a compiled language), and
 // returns its stdout.
-func run(dir, python, code string, args []string, names func(string) string) (string, error) {
+func run(dir, python, language, code string, args []string, names func(string) string) (string, error) {
 	o := nsjail.Defaults()
-	o.RootFS, o.Python, o.Code, o.Args, o.Capture = dir, python, &code, args, true
+	o.RootFS, o.Python, o.Language, o.Code, o.Args, o.Capture = dir, python, language, &code, args, true
 	o.Memory, o.FieldNames = 512<<20, names
 	o.Timeout = time.Minute // generous: the first run reads a cold root from disk
 	if os.Geteuid() == 0 {
@@ -69,11 +80,11 @@ func run(dir, python, code string, args []string, names func(string) string) (st
 		// still apply.
 		o = o.WithoutCgroup()
 	}
-	s, err := o.Spec()
+	r, err := batch.Assemble(context.Background(), o, func() (policy.Options, error) { return policy.Options{}, nil })
 	if err != nil {
 		return "", err
 	}
-	res := nsjail.Run(context.Background(), s)
+	res := r.Execute(context.Background(), batch.Host{Run: nsjail.Run})
 	if res.Status != result.StatusOK {
 		return "", errors.New(res.Describe())
 	}

@@ -9,7 +9,13 @@
 // Run it from the repository root after building microbox:
 //
 //	go build -o bin/microbox ./cmd/microbox
-//	go run ./scripts/redteam [-corpus ../shared/redteam] [-microbox bin/microbox] [-run REGEXP] [-v] [-zygote]
+//	go run ./scripts/redteam [-corpus ../shared/redteam] [-c-corpus scripts/redteam/c] [-microbox bin/microbox] [-run REGEXP] [-v] [-zygote]
+//
+// The C cases of -c-corpus (this repository's own, *.c with the same
+// header in // comments) run after the Python ones, as `microbox exec
+// --lang c --file probe.h case.c`: raw system calls, checked with the same
+// criteria. With -zygote they run through the same server, cold
+// (--zygote-fallback: a zygote forks Python only).
 //
 // With -zygote every case runs as `microbox exec --zygote` through a
 // `microbox serve` the harness starts (and stops before the leftover
@@ -89,6 +95,7 @@ var expectations = []string{"ok", "nonzero", "timeout", "memory", "signaled", "o
 
 type options struct {
 	corpus   string
+	cCorpus  string
 	microbox string
 	run      *regexp.Regexp
 	verbose  bool
@@ -111,8 +118,9 @@ func main() {
 
 func parseFlags() (*options, error) {
 	corpus := flag.String("corpus", "../shared/redteam", "directory holding the red-team cases")
+	cCorpus := flag.String("c-corpus", "scripts/redteam/c", "directory holding the C cases (\"\": none)")
 	mb := flag.String("microbox", "bin/microbox", "the microbox binary to test")
-	sel := flag.String("run", "", "only run cases whose name (without .py) matches this regular expression")
+	sel := flag.String("run", "", "only run cases whose name (without .py or .c) matches this regular expression")
 	verbose := flag.Bool("v", false, "print microbox's output for every failed case")
 	zygote := flag.Bool("zygote", false, "run every case as `microbox exec --zygote` through a `microbox serve` the harness starts, so each forks from a warm interpreter")
 	flag.Parse()
@@ -127,6 +135,11 @@ func parseFlags() (*options, error) {
 	if o.corpus, err = filepath.Abs(*corpus); err != nil {
 		return nil, err
 	}
+	if *cCorpus != "" {
+		if o.cCorpus, err = filepath.Abs(*cCorpus); err != nil {
+			return nil, err
+		}
+	}
 	if o.microbox, err = filepath.Abs(*mb); err != nil {
 		return nil, err
 	}
@@ -138,7 +151,7 @@ func parseFlags() (*options, error) {
 
 // run executes the whole corpus and returns the exit status.
 func run(opts *options) (int, error) {
-	cases, err := loadCorpus(opts.corpus, opts.run)
+	cases, err := loadCorpora(opts)
 	if err != nil {
 		return 0, err
 	}
@@ -187,7 +200,7 @@ func run(opts *options) (int, error) {
 
 // testCase is one corpus file and its parsed header.
 type testCase struct {
-	name    string // file name without .py
+	name    string // file name without .py or .c
 	path    string
 	expect  string
 	limits  []string
@@ -202,15 +215,38 @@ type testCase struct {
 // watchdog is the README's outer limit: 2 x timeout + 10 s.
 func (c *testCase) watchdog() time.Duration { return 2*c.timeout + 10*time.Second }
 
-func loadCorpus(dir string, sel *regexp.Regexp) ([]*testCase, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.py"))
+// loadCorpora loads the Python corpus, then the C one; -run may select
+// cases of either.
+func loadCorpora(opts *options) ([]*testCase, error) {
+	var cases []*testCase
+	for _, c := range []struct{ dir, ext string }{{opts.corpus, ".py"}, {opts.cCorpus, ".c"}} {
+		if c.dir == "" {
+			continue
+		}
+		cs, err := loadCorpus(c.dir, c.ext, opts.run)
+		if err != nil && !errors.Is(err, errNoCase) {
+			return nil, err
+		}
+		cases = append(cases, cs...)
+	}
+	if len(cases) == 0 {
+		return nil, fmt.Errorf("%w: none in %s or %s matches -run %q", errNoCase, opts.corpus, opts.cCorpus, opts.run)
+	}
+	return cases, nil
+}
+
+// errNoCase: no case of a corpus matches -run.
+var errNoCase = errors.New("no case matches")
+
+func loadCorpus(dir, ext string, sel *regexp.Regexp) ([]*testCase, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*"+ext))
 	if err != nil {
 		return nil, err
 	}
 	slices.Sort(paths)
 	var cases []*testCase
 	for _, p := range paths {
-		name := strings.TrimSuffix(filepath.Base(p), ".py")
+		name := strings.TrimSuffix(filepath.Base(p), ext)
 		if !sel.MatchString(name) {
 			continue
 		}
@@ -221,7 +257,7 @@ func loadCorpus(dir string, sel *regexp.Regexp) ([]*testCase, error) {
 		cases = append(cases, c)
 	}
 	if len(cases) == 0 {
-		return nil, fmt.Errorf("no case in %s matches -run %q", dir, sel)
+		return nil, fmt.Errorf("%w: none in %s matches -run %q", errNoCase, dir, sel)
 	}
 	return cases, nil
 }
@@ -237,16 +273,17 @@ func parseCase(path string) (*testCase, error) {
 	if len(lines) < 3 {
 		return nil, errors.New("fewer than three header lines")
 	}
+	comment := commentOf(path)
 	var vals [3]string
 	for i, key := range []string{"expect", "limits", "checks"} {
-		v, ok := strings.CutPrefix(lines[i], "# "+key+":")
+		v, ok := strings.CutPrefix(lines[i], comment+key+":")
 		if !ok {
-			return nil, fmt.Errorf("line %d is not `# %s: ...`", i+1, key)
+			return nil, fmt.Errorf("line %d is not `%s%s: ...`", i+1, comment, key)
 		}
 		vals[i] = strings.TrimSpace(v)
 	}
 	c := &testCase{
-		name:   strings.TrimSuffix(filepath.Base(path), ".py"),
+		name:   strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)),
 		path:   path,
 		expect: vals[0],
 		limits: strings.Fields(vals[1]),
@@ -261,7 +298,7 @@ func parseCase(path string) (*testCase, error) {
 		return nil, err
 	}
 	for _, line := range lines[3:] {
-		key, val, ok := optionalHeader(line)
+		key, val, ok := optionalHeader(comment, line)
 		if !ok {
 			break
 		}
@@ -272,9 +309,18 @@ func parseCase(path string) (*testCase, error) {
 	return c, nil
 }
 
+// commentOf is how a case's header lines start: "# " in Python, "// "
+// in C.
+func commentOf(path string) string {
+	if filepath.Ext(path) == ".c" {
+		return "// "
+	}
+	return "# "
+}
+
 // optionalHeader splits `# key: value` for the four optional header keys.
-func optionalHeader(line string) (key, val string, ok bool) {
-	rest, ok := strings.CutPrefix(line, "# ")
+func optionalHeader(comment, line string) (key, val string, ok bool) {
+	rest, ok := strings.CutPrefix(line, comment)
 	if !ok {
 		return "", "", false
 	}
@@ -748,8 +794,15 @@ func (h *harness) execute(c *testCase) *runOutput {
 // environment, the two leaked fds and stdio from a pipe or a pty.
 func (h *harness) command(c *testCase, out *runOutput) (*exec.Cmd, *wiring, error) {
 	args := append([]string{"exec", "--json"}, c.limits...)
-	if h.socket != "" {
+	isC := filepath.Ext(c.path) == ".c"
+	switch {
+	case h.socket != "" && isC:
+		args = slices.Insert(args, 1, "--zygote-fallback")
+	case h.socket != "":
 		args = slices.Insert(args, 1, "--zygote")
+	}
+	if isC { // its shared probes beside it, as the program's header file
+		args = append(args, "--lang", "c", "--file", filepath.Join(filepath.Dir(c.path), "probe.h"))
 	}
 	cmd := exec.Command(h.opts.microbox, append(args, c.path)...)
 	cmd.Env = append(os.Environ(), canaryEnv+"="+h.fx.token, "MICROBOX_SOCKET="+h.socket)

@@ -117,7 +117,8 @@ func (rw *Writer) Flush() {
 	rw.buf, rw.held = rw.buf[:0], 0
 }
 
-// Result masks the captured stdout and stderr of res and lists what was
+// Result masks the captured stdout and stderr of res (and its compile
+// step's stderr) and lists what was
 // masked, charging the time it takes to m. streams are the Writers the
 // output went through if it streamed (nil ones are skipped): they are
 // flushed, and what they masked is what counts, since the captured copy
@@ -132,6 +133,12 @@ func (r *Redactor) Result(res *result.Result, m *Meter, streams ...*Writer) ([]R
 	if err == nil {
 		stderr, c, err = r.redact(res.Stderr, m)
 		addCounts(counts, c)
+	}
+	// A compile step's messages quote the program's source.
+	var compile string
+	var compileCounts []int
+	if err == nil && res.Compile != nil {
+		compile, compileCounts, err = r.redact(res.Compile.Stderr, m)
 	}
 	var streamed []int
 	for _, w := range streams {
@@ -150,11 +157,18 @@ func (r *Redactor) Result(res *result.Result, m *Meter, streams ...*Writer) ([]R
 	if err != nil {
 		withhold(&res.Stdout)
 		withhold(&res.Stderr)
+		if res.Compile != nil {
+			withhold(&res.Compile.Stderr)
+		}
 		return nil, err
 	}
 	res.Stdout, res.Stderr = stdout, stderr
 	if streamed != nil {
 		counts = streamed
+	}
+	if res.Compile != nil {
+		res.Compile.Stderr = compile
+		addCounts(counts, compileCounts)
 	}
 	return r.summary(counts), nil
 }
