@@ -127,6 +127,10 @@ type Spec struct {
 	// (zygote.go).
 	Zygote *Zygote
 
+	// Control makes the program's fd 0 a stream socket to the caller
+	// instead of stdin (Stdin must be nil): a held run (held.go).
+	Control bool
+
 	// template marks the jail of a zygote's template (zygote_template.go): its
 	// program keeps the jail's root, with no filter or time limit.
 	template bool

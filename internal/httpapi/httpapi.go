@@ -37,6 +37,7 @@ import (
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/internal/server"
 	"github.com/microbox/microbox/internal/service"
+	"github.com/microbox/microbox/internal/session"
 )
 
 // Config is the API's: where it listens and its limits.
@@ -81,6 +82,7 @@ type API struct {
 	metrics  *metrics
 	handler  http.Handler
 	bodies   *bodyBudget
+	sessions *session.Manager // ended with the service
 }
 
 // New listens at cfg.Addr and makes the API of runner's jails; the
@@ -101,6 +103,12 @@ func New(runner *server.Runner, cfg Config) (*API, error) {
 		token: newTokenCheck(cfg.Token), conns: newConnGuard(cfg.MaxUnauthConns, cfg.Token == ""),
 		unix: strings.HasPrefix(cfg.Addr, UnixPrefix), bodies: newBodyBudget(cfg.BodyBudget, cfg.MaxBody, cfg.ReadTimeout)}
 	a.metrics = newMetrics(svc)
+	if a.sessions, err = session.NewManager(session.Config{Base: cfg.Service.Base, Layers: cfg.Service.Layers, Limits: cfg.Service.Limits}); err != nil {
+		l.Close()
+		stop(nil)
+		return nil, err
+	}
+	a.metrics.reg.MustRegister(sessionMetrics(a.sessions)...)
 	runner.Observe(a.metrics)
 	a.handler = a.routes()
 	return a, nil
@@ -123,11 +131,13 @@ func (a *API) Serve(ctx context.Context) error {
 	select {
 	case err := <-served:
 		a.stop(errors.New("the HTTP API failed"))
+		a.sessions.Close()
 		a.svc.Wait()
 		return fmt.Errorf("serve the HTTP API: %w", err)
 	case <-ctx.Done():
 	}
 	a.stop(fmt.Errorf("the server is stopping (%v)", context.Cause(ctx)))
+	a.sessions.Close() // a server's sessions end with it (docs/sessions.md)
 	// Handlers answer as soon as their runs are killed; the bound is for
 	// clients that do not read their answer.
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -159,6 +169,7 @@ func (a *API) routes() http.Handler {
 	handle("/v1/runs/{id}", map[string]http.HandlerFunc{http.MethodGet: a.getRun, http.MethodDelete: a.deleteRun})
 	handle("/v1/batch", map[string]http.HandlerFunc{http.MethodPost: a.postBatch}) // bounded line by line
 	handle("/run_code", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runCode))})
+	a.sessionRoutes(handle)
 	handle("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
 	handle("/metrics", map[string]http.HandlerFunc{http.MethodGet: a.metrics.serve})
 	mux.Handle("/mcp", a.metrics.instrument("/mcp", a.bodies.limit(mcptool.HTTPHandler(a.svc, a.cfg.Version, a.cfg.MaxBody))))
