@@ -205,6 +205,8 @@ def open_dir(path, create):
                     os.mkdir(p, 0o755, dir_fd=fd)
                 except FileExistsError:
                     pass
+            if stat.S_ISLNK(os.lstat(p, dir_fd=fd).st_mode):
+                raise OSError(errno.ELOOP, "a symbolic link")
             nfd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = nfd
@@ -284,6 +286,11 @@ def main():
         return
     os.environ.setdefault("MPLBACKEND", "Agg")
     os.environ.setdefault("MPLCONFIGDIR", "/dev/shm/.matplotlib")
+    # Debian's matplotlib reads its defaults from /etc/matplotlibrc only,
+    # which a root's synthesized /etc has not: its data copy instead.
+    debian_rc = "/usr/share/matplotlib/mpl-data/matplotlibrc"
+    if not os.path.exists("/etc/matplotlibrc") and os.path.exists(debian_rc):
+        os.environ.setdefault("MATPLOTLIBRC", debian_rc)
     for m in config.get("preload") or []:
         try:
             __import__(m)
