@@ -232,9 +232,11 @@ func (m *Manager) options(body []byte) (*options, error) {
 	if most := int(m.value("preload")); len(t.Preload) > most {
 		return nil, badInput("%s", m.cfg.Limits.Over(fmt.Sprintf("%q names %d modules,", "preload", len(t.Preload)), "preload", fmt.Sprint(most)))
 	}
+	// A session's interpreter starts cold, whatever the server's runs
+	// do: its preloads are its own.
 	o.preload, t.Preload = t.Preload, nil
-	code := runnerSource
-	t.Code = &code
+	code, cold := runnerSource, false
+	t.Code, t.Zygote, t.ZygoteFallback = &code, &cold, &cold
 	o.task = t
 	o.maxCellCode, o.maxCellStdin = int64(m.value("code")), int64(m.value("stdin"))
 	o.maxCellTimeout = time.Duration(m.value("timeout"))
