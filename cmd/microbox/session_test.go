@@ -364,3 +364,25 @@ func TestHTTPSessionFigures(t *testing.T) {
 		t.Fatalf("figure: %+v", r)
 	}
 }
+
+// A session's code controls its interpreter, and so what it answers: a
+// reply over the session's bound, or one that is not a reply, ends that
+// session with error, and the server goes on.
+func TestHTTPSessionForgedReplies(t *testing.T) {
+	s := startAPI(t)
+	for name, forge := range map[string]string{
+		"too large": "os.write(m.CTL, struct.pack('>I', 0xfffffff0))",
+		"not JSON":  "os.write(m.CTL, struct.pack('>I', 3) + b'{{{')",
+	} {
+		id, hold := s.openSession(t, `{"mem": "64M"}`)
+		r := s.cell(t, id, map[string]any{"code": "import os, struct, sys\nm = sys.modules['__main__']\n" + forge})
+		if r.Status != session.CellEnded || r.Session.Reason != session.ReasonError {
+			t.Errorf("%s: %+v", name, r)
+		}
+		hold.assertGone(t)
+	}
+	other := s.createSession(t, `{"mem": "64M"}`)
+	if r := s.cell(t, other, map[string]any{"code": "6 * 7"}); r.Value == nil || *r.Value != "42" {
+		t.Errorf("a session after the forged ones: %+v", r)
+	}
+}
