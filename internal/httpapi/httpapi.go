@@ -172,7 +172,7 @@ func (a *API) routes() http.Handler {
 	a.sessionRoutes(handle)
 	handle("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
 	handle("/metrics", map[string]http.HandlerFunc{http.MethodGet: a.metrics.serve})
-	mux.Handle("/mcp", a.metrics.instrument("/mcp", a.bodies.limit(mcptool.HTTPHandler(a.svc, a.cfg.Version, a.cfg.MaxBody))))
+	mux.Handle("/mcp", a.metrics.instrument("/mcp", a.bodies.limit(mcptool.HTTPHandler(a.svc, a.sessions, a.cfg.Version, a.cfg.MaxBody))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint %s: see docs/http-api.md for the API's paths", r.URL.Path)
 	})
