@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -384,5 +385,56 @@ func TestHTTPSessionForgedReplies(t *testing.T) {
 	other := s.createSession(t, `{"mem": "64M"}`)
 	if r := s.cell(t, other, map[string]any{"code": "6 * 7"}); r.Value == nil || *r.Value != "42" {
 		t.Errorf("a session after the forged ones: %+v", r)
+	}
+}
+
+// SandboxFusion's /run_jupyter runs its cells in one session: state
+// across them, values and errors as Jupyter's outputs, files in and out
+// byte for byte, the total timeout; its session is gone after.
+func TestHTTPSessionRunJupyter(t *testing.T) {
+	s := startAPI(t)
+	before := jailPids(t, s.cmd.Process.Pid)
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	b64 := base64.StdEncoding.EncodeToString(all)
+	req, _ := json.Marshal(map[string]any{
+		"cells": []string{"a = 123", "a", "print(a)", "raise RuntimeError('boom')",
+			"open('out.bin', 'wb').write(open('in.bin', 'rb').read()[::-1])"},
+		"files": map[string]string{"in.bin": b64}, "fetch_files": []string{"out.bin"}})
+	code, answer := s.post(t, "/run_jupyter", string(req))
+	var res struct {
+		Status string
+		Driver struct{ Status string }
+		Cells  []struct {
+			Stdout  string
+			Display []map[string]string
+			Error   []struct{ Ename string }
+		}
+		Files map[string]string
+	}
+	if code != http.StatusOK || json.Unmarshal(answer, &res) != nil {
+		t.Fatalf("run_jupyter: %d %s", code, answer)
+	}
+	reversed := slices.Clone(all)
+	slices.Reverse(reversed)
+	if res.Status != "Success" || res.Driver.Status != "Finished" || len(res.Cells) != 5 ||
+		len(res.Cells[1].Display) != 1 || res.Cells[1].Display[0]["text/plain"] != "123" || res.Cells[2].Stdout != "123\n" ||
+		len(res.Cells[3].Error) != 1 || res.Cells[3].Error[0].Ename != "RuntimeError" ||
+		res.Files["out.bin"] != base64.StdEncoding.EncodeToString(reversed) {
+		t.Errorf("run_jupyter: %s", answer)
+	}
+	code, answer = s.post(t, "/run_jupyter", `{"cells": ["import time; time.sleep(60)", "1"], "total_timeout": 1}`)
+	if code != http.StatusOK || !bytes.Contains(answer, []byte(`"status":"Failed"`)) || !bytes.Contains(answer, []byte(`"TimeLimitExceeded"`)) {
+		t.Errorf("run_jupyter past its total: %d %s", code, answer)
+	}
+	if got := scrape(t, s).value("microbox_sessions", "", ""); got != 0 {
+		t.Errorf("microbox_sessions %v after run_jupyter, want 0", got)
+	}
+	for _, p := range jailPids(t, s.cmd.Process.Pid) {
+		if !slices.Contains(before, p) {
+			t.Errorf("jail process %d left after run_jupyter", p)
+		}
 	}
 }

@@ -28,6 +28,7 @@ func (a *API) sessionRoutes(handle func(string, map[string]http.HandlerFunc)) {
 	handle("/v1/sessions/{id}/files", map[string]http.HandlerFunc{http.MethodGet: a.listFiles})
 	handle("/v1/sessions/{id}/files/{path...}", map[string]http.HandlerFunc{
 		http.MethodPut: a.putFile, http.MethodGet: a.getFile, http.MethodDelete: a.deleteFile})
+	handle("/run_jupyter", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runJupyter))})
 }
 
 // sessionMetrics are the sessions' gauge and counts of ends by reason.
