@@ -92,6 +92,7 @@ func (s *Session) RunCell(req CellRequest) (*CellResult, error) {
 	case res.Error != nil:
 		res.Status = CellRaised
 	}
+	s.used()
 	res.Session = s.Info()
 	return res, nil
 }

@@ -201,6 +201,9 @@ func (s *Session) watch() {
 	if reason == "" {
 		reason, detail = reasonOf(res)
 	}
+	if res.Error != nil && strings.HasPrefix(*res.Error, "cleanup: ") { // a leak must not pass in silence
+		detail = strings.TrimPrefix(detail+"; "+*res.Error, "; ")
+	}
 	info := s.endInfo(reason, detail)
 	s.m.forget(s, info)
 	close(s.gone)
@@ -326,6 +329,13 @@ func (s *Session) begin() error {
 		return s.ended()
 	}
 	return nil
+}
+
+// used marks the session as used now.
+func (s *Session) used() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
 }
 
 // done lets the session go after a request: its idle time starts again.
