@@ -29,6 +29,9 @@
 //	output.go    stdout and stderr, drained and capped
 //	verdict.go   the verdict, from what PID 1 and the cgroup reported
 //	jail.go      jails started ahead of their runs (microbox serve)
+//	held.go      a held run: its program talks with its caller over a
+//	             socket while it runs (a session's interpreter,
+//	             internal/session)
 //
 // Runs forked from a zygote's template interpreter:
 //
