@@ -18,7 +18,7 @@ type pipes struct {
 	planW           *os.File      // the plan, to PID 1's planFD
 	statusR         *os.File      // status lines, from PID 1's statusFD
 	syncW           *os.File      // go, to PID 1's syncFD; kept open until the teardown
-	control         *os.File      // a zygote template's control socket, its fd 0 (instead of inW)
+	control         *os.File      // a zygote template's or a held run's control socket, its fd 0 (instead of inW)
 	jail            [spawnFDs]int // PID 1's ends, its fds 0 to 5 in order; -1 once closed
 }
 
@@ -99,10 +99,12 @@ func parseEvent(line string) event {
 }
 
 // useControlSocket makes PID 1's descriptor 0, which becomes the
-// program's, a socket to us (SOCK_SEQPACKET) instead of a pipe: a
-// zygote's template takes its requests there, descriptors included.
-func (p *pipes) useControlSocket() error {
-	ours, theirs, err := socketpair(unix.SOCK_SEQPACKET)
+// program's, a socket to us of type typ instead of a pipe: a zygote's
+// template takes its requests there, descriptors included
+// (SOCK_SEQPACKET), a held run its caller's (SOCK_STREAM: no bound on a
+// message's size).
+func (p *pipes) useControlSocket(typ int) error {
+	ours, theirs, err := socketpair(typ)
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func runPlan(s *Spec, ids idMapping, seccompBPF []byte) *plan {
 		uid, gid := ids.owner()
 		p.step("chown", f.Path, uid, gid)
 	}
-	if s.Stdin == nil && !s.template {
+	if s.Stdin == nil && !s.template && !s.Control {
 		p.step("stdin", "/dev/null") // the jail's, bound from the host
 	}
 	p.program(s, ids, seccompBPF)

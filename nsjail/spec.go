@@ -30,6 +30,9 @@
 //	verdict.go   the verdict, from what PID 1 and the cgroup reported
 //	fetch.go     files fetched from the scratch area once the run ended
 //	jail.go      jails started ahead of their runs (microbox serve)
+//	held.go      a held run: its program talks with its caller over a
+//	             socket while it runs (a session's interpreter,
+//	             internal/session)
 //
 // Runs forked from a zygote's template interpreter:
 //
@@ -145,6 +148,10 @@ type Spec struct {
 	// whose stdout is the binary (Argv[0] here) that the caller places
 	// in this run's Files once it succeeded (batch.Run.Execute).
 	Compile *Spec
+
+	// Control makes the program's fd 0 a stream socket to the caller
+	// instead of stdin (Stdin must be nil): a held run (held.go).
+	Control bool
 
 	// template marks the jail of a zygote's template (zygote_template.go): its
 	// program keeps the jail's root, with no filter or time limit.

@@ -33,9 +33,10 @@ type supervisor struct {
 	owner int
 	// zygote is set for a run forked from a zygote's template: its PID 1
 	// is not our child, and its run is not a plan (zygote_child.go); control,
-	// for a template's own jail: its program's fd 0 is a socket to us.
+	// for a template's own jail (SOCK_SEQPACKET) and a held run (SOCK_STREAM):
+	// the type of the socket to us that is its program's fd 0 (0: a pipe).
 	zygote  *zygoteRun
-	control bool
+	control int
 	sp      *Spawner
 	pipes   *pipes
 	events  <-chan event
@@ -81,8 +82,8 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	if err != nil {
 		return err
 	}
-	if sv.control {
-		if err := p.useControlSocket(); err != nil {
+	if sv.control != 0 {
+		if err := p.useControlSocket(sv.control); err != nil {
 			p.closeAll()
 			return err
 		}

@@ -99,7 +99,7 @@ func templateSpec(runs *Spec, argv0 []string) *Spec {
 
 // start runs the template's jail and program, and waits for its ready.
 func (t *Template) start(sp *Spawner, sh Shape) error {
-	sv := &supervisor{began: monotonic(), childSlots: ZygoteChildren, spec: t.spec, control: true}
+	sv := &supervisor{began: monotonic(), childSlots: ZygoteChildren, spec: t.spec, control: unix.SOCK_SEQPACKET}
 	t.sv = sv
 	if err := sv.start(sp, sh); err != nil {
 		return err

@@ -46,12 +46,12 @@ func TestCeilingsHTTP(t *testing.T) {
 	// Messages to a task's caller speak its keys, never the server's flags.
 	code, body := s.post(t, "/v1/runs", `{"code": "print(1)", "preload": ["json"]}`)
 	wantError(t, code, body, http.StatusBadRequest, `"preload" needs "zygote"`)
-	// SandboxFusion's fields, by their names: 2^44+1 MiB would wrap into
-	// a 1 MiB limit in bytes.
+	// SandboxFusion's fields, by their names, in its 422: 2^44+1 MiB
+	// would wrap into a 1 MiB limit in bytes.
 	code, body = s.post(t, "/run_code", `{"code": "print(1)", "language": "python", "memory_limit_MB": 17592186044417}`)
-	wantError(t, code, body, http.StatusBadRequest, `"memory_limit_MB" 17592186044417 is over this server's ceiling 256: ask for at most 256, or start the server with --max-mem`)
+	wantDetail(t, code, body, `"memory_limit_MB" 17592186044417 is over this server's ceiling 256: ask for at most 256, or start the server with --max-mem`)
 	code, body = s.post(t, "/run_code", `{"code": "print(1)", "language": "python", "run_timeout": 86400}`)
-	wantError(t, code, body, http.StatusBadRequest, `"run_timeout" 86400 is over this server's ceiling 10`)
+	wantDetail(t, code, body, `"run_timeout" 86400 is over this server's ceiling 10`)
 	code, body = s.post(t, "/run_code", `{"code": "print(1)", "language": "python", "memory_limit_MB": 64, "run_timeout": 5}`)
 	if code != http.StatusOK || !strings.Contains(string(body), `"Success"`) {
 		t.Errorf("/run_code under the ceilings: %d %s", code, body)
@@ -161,4 +161,14 @@ func TestCeilingsBatch(t *testing.T) {
 		}
 	}
 	assertNoRunCgroups(t)
+}
+
+// wantDetail checks a 422 answer in FastAPI's shape (/run_code's) whose
+// one entry's message has want.
+func wantDetail(t *testing.T, code int, body []byte, want string) {
+	t.Helper()
+	var d struct{ Detail []struct{ Msg string } }
+	if code != http.StatusUnprocessableEntity || json.Unmarshal(body, &d) != nil || len(d.Detail) != 1 || !strings.Contains(d.Detail[0].Msg, want) {
+		t.Errorf("got %d %s, want 422 with a detail of %q", code, body, want)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/internal/server"
 	"github.com/microbox/microbox/internal/service"
+	"github.com/microbox/microbox/internal/session"
 	"github.com/microbox/microbox/nsjail"
 )
 
@@ -317,7 +318,12 @@ func serveMCP(c *cobra.Command, f *apiFlags, warm int, maxMessage string) error 
 	if err != nil {
 		return flagError(err)
 	}
-	err = mcptool.ServeStdio(ctx, svc, versionString(), int(maxLine))
+	sessions, err := session.NewManager(session.Config{Base: cfg.Base, Layers: cfg.Layers, Limits: cfg.Limits})
+	if err != nil {
+		return err
+	}
+	err = mcptool.ServeStdio(ctx, svc, sessions, versionString(), int(maxLine))
+	sessions.Close() // the client has gone: its sessions end with it
 	svc.Wait()
 	return err
 }

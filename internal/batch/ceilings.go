@@ -40,11 +40,14 @@ type Ceiling struct {
 	// it ("is %d bytes"); ok false when the task does not set the key.
 	measure func(t *Task) (n int, say string, ok bool)
 	field   *Field // a limit's field
+	// Session: it bounds sessions (internal/session), not a task; only a
+	// server has them.
+	Session bool
 }
 
 // Ceilings lists every ceiling: the limits' (those of Fields marked
 // Ceiling), then the data's.
-var Ceilings = ceilingList()
+var Ceilings = append(ceilingList(), sessionCeilings...)
 
 func ceilingList() []Ceiling {
 	var list []Ceiling
@@ -104,17 +107,16 @@ func ceilingList() []Ceiling {
 	return append(list, data...)
 }
 
-// CeilingsFor are the ceilings that apply in a front end: "eval" or any
-// other (batch, serve, mcp: every ceiling).
+// CeilingsFor are the ceilings that apply in a front end: "eval" (its
+// own), "batch" (every task's), "server" (serve, mcp: those and the
+// sessions').
 func CeilingsFor(frontEnd string) []Ceiling {
-	if frontEnd != "eval" {
-		return Ceilings
-	}
 	var in []Ceiling
 	for _, c := range Ceilings {
-		if c.Eval {
-			in = append(in, c)
+		if frontEnd == "eval" && !c.Eval || c.Session && frontEnd != "server" {
+			continue
 		}
+		in = append(in, c)
 	}
 	return in
 }
@@ -283,7 +285,7 @@ func (l Limits) Over(what, name, ceiling string) string {
 func (l Limits) check(base, o nsjail.Options, t *Task) error {
 	for i := range Ceilings {
 		c := &Ceilings[i]
-		if l.evalRuns && !c.Eval {
+		if l.evalRuns && !c.Eval || c.Session {
 			continue
 		}
 		ceiling := l.value(c, base)

@@ -39,6 +39,7 @@ import (
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/internal/server"
 	"github.com/microbox/microbox/internal/service"
+	"github.com/microbox/microbox/internal/session"
 )
 
 // Config is the API's: where it listens and its limits.
@@ -83,9 +84,10 @@ type API struct {
 	metrics  *metrics
 	handler  http.Handler
 	bodies   *bodyBudget
-	fusion   *fusion // /run_code's state (sandboxfusion.go)
-	routed   []route // the paths served, for the OpenAPI document
-	openAPI  []byte  // GET /openapi.json's answer (openapi.go)
+	fusion   *fusion          // /run_code's state (sandboxfusion.go)
+	routed   []route          // the paths served, for the OpenAPI document
+	openAPI  []byte           // GET /openapi.json's answer (openapi.go)
+	sessions *session.Manager // ended with the service
 }
 
 // New listens at cfg.Addr and makes the API of runner's jails; the
@@ -107,10 +109,17 @@ func New(runner *server.Runner, cfg Config) (*API, error) {
 		unix: strings.HasPrefix(cfg.Addr, UnixPrefix), bodies: newBodyBudget(cfg.BodyBudget, cfg.MaxBody, cfg.ReadTimeout)}
 	a.fusion = newFusion()
 	a.metrics = newMetrics(svc)
+	if a.sessions, err = session.NewManager(session.Config{Base: cfg.Service.Base, Layers: cfg.Service.Layers, Limits: cfg.Service.Limits}); err != nil {
+		l.Close()
+		stop(nil)
+		return nil, err
+	}
+	a.metrics.reg.MustRegister(sessionMetrics(a.sessions)...)
 	runner.Observe(a.metrics)
 	a.handler = a.routes()
 	if a.openAPI, err = openAPIDocument(cfg.Version, a.routed); err != nil {
 		l.Close()
+		a.sessions.Close()
 		stop(err)
 		svc.Wait()
 		return nil, err
@@ -135,11 +144,13 @@ func (a *API) Serve(ctx context.Context) error {
 	select {
 	case err := <-served:
 		a.stop(errors.New("the HTTP API failed"))
+		a.sessions.Close()
 		a.svc.Wait()
 		return fmt.Errorf("serve the HTTP API: %w", err)
 	case <-ctx.Done():
 	}
 	a.stop(fmt.Errorf("the server is stopping (%v)", context.Cause(ctx)))
+	a.sessions.Close() // a server's sessions end with it (docs/sessions.md)
 	// Handlers answer as soon as their runs are killed; the bound is for
 	// clients that do not read their answer.
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -173,10 +184,11 @@ func (a *API) routes() http.Handler {
 	handle("/v1/batch", map[string]http.HandlerFunc{http.MethodPost: a.postBatch}) // bounded line by line
 	handle("/run_code", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runCode))})
 	handle(fusionPing, map[string]http.HandlerFunc{http.MethodGet: ping})
+	a.sessionRoutes(handle)
 	handle("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
 	handle("/metrics", map[string]http.HandlerFunc{http.MethodGet: a.metrics.serve})
 	handle("/openapi.json", map[string]http.HandlerFunc{http.MethodGet: a.serveOpenAPI})
-	mux.Handle("/mcp", a.metrics.instrument("/mcp", a.bodies.limit(mcptool.HTTPHandler(a.svc, a.cfg.Version, a.cfg.MaxBody))))
+	mux.Handle("/mcp", a.metrics.instrument("/mcp", a.bodies.limit(mcptool.HTTPHandler(a.svc, a.sessions, a.cfg.Version, a.cfg.MaxBody))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint %s: see docs/http-api.md for the API's paths", r.URL.Path)
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/microbox/microbox/internal/batch"
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/internal/service"
+	"github.com/microbox/microbox/internal/session"
 )
 
 // ToolName is the tool's name.
@@ -35,8 +36,9 @@ var (
 )
 
 // NewServer is an MCP server with the run_python tool, running its calls
-// through svc.
-func NewServer(svc *service.Service, version string) *mcp.Server {
+// through svc, and the session tools (sessions.go) of sessions' if it is
+// not nil.
+func NewServer(svc *service.Service, sessions *session.Manager, version string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "microbox", Title: "microbox", Version: version}, nil)
 	no := false
 	mcp.AddTool(s, &mcp.Tool{
@@ -57,13 +59,16 @@ func NewServer(svc *service.Service, version string) *mcp.Server {
 			OpenWorldHint:   &no,   // no network inside
 		},
 	}, tool{svc}.call)
+	if sessions != nil {
+		addSessionTools(s, sessions)
+	}
 	return s
 }
 
 // HTTPHandler serves the MCP server over streamable HTTP (the API's /mcp),
 // stateless: each request stands alone, as the HTTP API's runs do.
-func HTTPHandler(svc *service.Service, version string, maxBody int64) http.Handler {
-	s := NewServer(svc, version)
+func HTTPHandler(svc *service.Service, sessions *session.Manager, version string, maxBody int64) http.Handler {
+	s := NewServer(svc, sessions, version)
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: maxBody})
 }
@@ -72,9 +77,9 @@ func HTTPHandler(svc *service.Service, version string, maxBody int64) http.Handl
 // leaves or ctx ends. A line that is not a JSON-RPC message, or is longer
 // than maxLine bytes, is answered with JSON-RPC's error and the session
 // goes on (stdio.go).
-func ServeStdio(ctx context.Context, svc *service.Service, version string, maxLine int) error {
+func ServeStdio(ctx context.Context, svc *service.Service, sessions *session.Manager, version string, maxLine int) error {
 	t := &lineTransport{in: os.Stdin, out: os.Stdout, maxLine: maxLine}
-	err := NewServer(svc, version).Run(ctx, t)
+	err := NewServer(svc, sessions, version).Run(ctx, t)
 	if err != nil && (errors.Is(err, context.Canceled) || ctx.Err() != nil) {
 		return nil
 	}

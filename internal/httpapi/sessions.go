@@ -1,0 +1,226 @@
+package httpapi
+
+// Sessions (internal/session): POST /v1/sessions, GET and DELETE
+// /v1/sessions/{id}, POST /v1/sessions/{id}/cells, GET
+// /v1/sessions/{id}/files (the listing) and PUT, GET and DELETE
+// /v1/sessions/{id}/files/{path...} (raw bytes). docs/sessions.md is
+// the reference.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/microbox/microbox/internal/session"
+)
+
+// sessionRoutes adds the sessions' endpoints to handle.
+func (a *API) sessionRoutes(handle func(string, map[string]http.HandlerFunc)) {
+	handle("/v1/sessions", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postSession))})
+	handle("/v1/sessions/{id}", map[string]http.HandlerFunc{http.MethodGet: a.getSession, http.MethodDelete: a.deleteSession})
+	handle("/v1/sessions/{id}/cells", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postCell))})
+	handle("/v1/sessions/{id}/files", map[string]http.HandlerFunc{http.MethodGet: a.listFiles})
+	handle("/v1/sessions/{id}/files/{path...}", map[string]http.HandlerFunc{
+		http.MethodPut: a.putFile, http.MethodGet: a.getFile, http.MethodDelete: a.deleteFile})
+	handle("/run_jupyter", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runJupyter))})
+}
+
+// sessionMetrics are the sessions' gauge and counts of ends by reason.
+func sessionMetrics(m *session.Manager) []prometheus.Collector {
+	list := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "microbox_sessions",
+		Help: "Sessions alive."}, func() float64 { return float64(m.Stats().Live) })}
+	for _, reason := range session.Reasons {
+		list = append(list, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "microbox_sessions_ended_total",
+			Help: "Sessions ended, by reason.", ConstLabels: prometheus.Labels{"reason": reason}},
+			func() float64 { return float64(m.Stats().Ended[reason]) }))
+	}
+	return list
+}
+
+func (a *API) postSession(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r)
+	if !ok {
+		return
+	}
+	// The session outlives the request: its start is not the request's.
+	s, err := a.sessions.Create(context.WithoutCancel(r.Context()), body)
+	if err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.Info())
+}
+
+// session is the live session the path names, or the answer that it is
+// not (404, or 410 with how it ended).
+func (a *API) session(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
+	s, ended, ok := a.sessions.Get(r.PathValue("id"))
+	switch {
+	case !ok:
+		writeError(w, http.StatusNotFound, "no session %q: create one with POST /v1/sessions", r.PathValue("id"))
+	case s == nil:
+		writeSessionError(w, &session.EndedError{Info: ended})
+	}
+	return s, s != nil
+}
+
+func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
+	s, ended, ok := a.sessions.Get(r.PathValue("id"))
+	switch {
+	case !ok:
+		writeError(w, http.StatusNotFound, "no session %q: create one with POST /v1/sessions", r.PathValue("id"))
+	case s == nil:
+		writeJSON(w, http.StatusOK, ended)
+	default:
+		writeJSON(w, http.StatusOK, s.Info())
+	}
+}
+
+func (a *API) deleteSession(w http.ResponseWriter, r *http.Request) {
+	s, ended, ok := a.sessions.Get(r.PathValue("id"))
+	switch {
+	case !ok:
+		writeError(w, http.StatusNotFound, "no session %q", r.PathValue("id"))
+	case s == nil:
+		writeJSON(w, http.StatusOK, ended) // ended already: nothing more to do
+	default:
+		writeJSON(w, http.StatusOK, s.End())
+	}
+}
+
+func (a *API) postCell(w http.ResponseWriter, r *http.Request) {
+	s, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	body, ok := a.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req session.CellRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "a cell is a JSON object {\"code\": ..., \"stdin\": ..., \"timeout\": ...}: %v", err)
+		return
+	}
+	res, err := s.RunCell(req)
+	if err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (a *API) listFiles(w http.ResponseWriter, r *http.Request) {
+	s, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	files, truncated, err := s.ListFiles()
+	if err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"files": files, "truncated": truncated})
+}
+
+func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
+	s, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	path := r.PathValue("path")
+	if err := session.CheckPath(path); err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	data, ok := a.readFileBody(w, r, s.FileCap())
+	if !ok {
+		return
+	}
+	if err := s.PutFile(path, data); err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": path, "size": len(data)})
+}
+
+// readFileBody reads a file's raw bytes, at most limit of them.
+func (a *API) readFileBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestEntityTooLarge, "the file is %d bytes, over the server's --max-session-file-bytes %d", r.ContentLength, limit)
+		return nil, false
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(a.cfg.ReadTimeout))
+	data, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "the file is over the server's --max-session-file-bytes %d", limit)
+		} else {
+			writeError(w, http.StatusBadRequest, "read the file: %v", err)
+		}
+		return nil, false
+	}
+	rc.SetReadDeadline(time.Time{})
+	return data, true
+}
+
+func (a *API) getFile(w http.ResponseWriter, r *http.Request) {
+	s, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	data, err := s.GetFile(r.PathValue("path"))
+	if err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(data)
+}
+
+func (a *API) deleteFile(w http.ResponseWriter, r *http.Request) {
+	s, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	if err := s.DeleteFile(r.PathValue("path")); err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": r.PathValue("path"), "deleted": true})
+}
+
+// writeSessionError answers a session's error with its status.
+func writeSessionError(w http.ResponseWriter, err error) {
+	var ended *session.EndedError
+	switch {
+	case errors.As(err, &ended):
+		writeJSON(w, http.StatusGone, map[string]any{"error": err.Error(), "session": ended.Info})
+	case errors.Is(err, session.ErrBusy):
+		writeError(w, http.StatusTooManyRequests, "%v", err)
+	case errors.Is(err, session.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+	case errors.Is(err, session.ErrNotFound):
+		writeError(w, http.StatusNotFound, "%v", err)
+	case errors.Is(err, session.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "%v", err)
+	case session.IsBadInput(err):
+		writeError(w, http.StatusBadRequest, "%v", err)
+	default:
+		writeError(w, http.StatusInternalServerError, "%v", err)
+	}
+}

@@ -1,0 +1,213 @@
+package mcptool
+
+// The session tools (internal/session, docs/sessions.md): open a session,
+// run a cell in it, upload and download a file, close it. A session is
+// named by its id, so they work as well over stateless HTTP as on stdio.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/microbox/microbox/internal/session"
+)
+
+type createIn struct {
+	Options map[string]any `json:"options,omitempty" jsonschema:"the session's settings, as POST /v1/sessions takes them: mem, cpus, pids, cpu_time, timeout (each cell's), output_limit, tmpfs_size, workdir, env, files, deny_modules, allow_modules, preload, idle_ttl, max_lifetime"`
+}
+
+type cellIn struct {
+	SessionID string  `json:"session_id" jsonschema:"the id session_open answered"`
+	Code      string  `json:"code" jsonschema:"Python code; the value of a trailing expression is answered"`
+	Stdin     *string `json:"stdin,omitempty" jsonschema:"the cell's standard input"`
+	Timeout   any     `json:"timeout,omitempty" jsonschema:"the cell's timeout: seconds, or a duration such as \"30s\""`
+}
+
+type fileIn struct {
+	SessionID string `json:"session_id" jsonschema:"the id session_open answered"`
+	Path      string `json:"path" jsonschema:"relative to the session's working directory, e.g. data/input.csv"`
+}
+
+type uploadIn struct {
+	SessionID     string  `json:"session_id" jsonschema:"the id session_open answered"`
+	Path          string  `json:"path" jsonschema:"relative to the session's working directory, e.g. data/input.csv"`
+	Content       *string `json:"content,omitempty" jsonschema:"the file's text"`
+	ContentBase64 *string `json:"content_base64,omitempty" jsonschema:"the file's bytes, base64 (binary files)"`
+}
+
+type closeIn struct {
+	SessionID string `json:"session_id" jsonschema:"the id session_open answered"`
+}
+
+// fileOut is a downloaded file: its bytes in base64, and as text when
+// they are UTF-8.
+type fileOut struct {
+	Path          string  `json:"path"`
+	Size          int     `json:"size"`
+	ContentBase64 string  `json:"content_base64"`
+	Text          *string `json:"text,omitempty"`
+}
+
+// addSessionTools adds the session tools of m's sessions to s.
+func addSessionTools(s *mcp.Server, m *session.Manager) {
+	no, yes := false, true
+	ann := func(title string, destructive bool) *mcp.ToolAnnotations {
+		return &mcp.ToolAnnotations{Title: title, DestructiveHint: &destructive, OpenWorldHint: &no}
+	}
+	st := sessionTools{m}
+	mcp.AddTool(s, &mcp.Tool{Name: "session_open", Title: "Open a Python session",
+		Description: "Start a Python interpreter in an isolated sandbox (no network, read-only root, memory, CPU and time limits) " +
+			"that keeps its state between calls: variables, functions, imports and files persist from one session_run_cell to " +
+			"the next, until session_close, its idle_ttl or its max_lifetime. Answers its id.",
+		Annotations: ann("Open a Python session", false)}, st.open)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_run_cell", Title: "Run a cell in a Python session",
+		Description: "Run Python code in a session's interpreter, as a notebook cell: answers stdout, stderr, the value of " +
+			"a trailing expression, the exception with its traceback, figures (PNG, base64) and status (ok, error, " +
+			"timeout: interrupted and the session kept; ended: the session ended, session.reason says why).",
+		Annotations: ann("Run a cell", false)}, st.cell)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_upload_file", Title: "Upload a file into a Python session",
+		Description: "Write a file (text as content, or bytes as content_base64) into the session's working directory.",
+		Annotations: ann("Upload a file", true)}, st.upload)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_download_file", Title: "Download a file from a Python session",
+		Description: "Read a file of the session's working directory: its bytes in base64, and as text when they are UTF-8.",
+		Annotations: &mcp.ToolAnnotations{Title: "Download a file", ReadOnlyHint: true, OpenWorldHint: &no}}, st.download)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_close", Title: "Close a Python session",
+		Description: "End the session: its interpreter, files and sandbox are gone.",
+		Annotations: &mcp.ToolAnnotations{Title: "Close a session", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}}, st.close)
+}
+
+type sessionTools struct{ m *session.Manager }
+
+func (st sessionTools) open(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, *session.Info, error) {
+	body, err := json.Marshal(in.Options)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := st.m.Create(context.WithoutCancel(ctx), body)
+	if err != nil {
+		return nil, nil, err
+	}
+	info := s.Info()
+	return text(fmt.Sprintf("session %s open (Python %s)", info.ID, info.Python)), &info, nil
+}
+
+// live is the session id names, or why there is none.
+func (st sessionTools) live(id string) (*session.Session, error) {
+	s, ended, ok := st.m.Get(id)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("no session %q: open one with session_open", id)
+	case s == nil:
+		return nil, &session.EndedError{Info: ended}
+	}
+	return s, nil
+}
+
+func (st sessionTools) cell(ctx context.Context, _ *mcp.CallToolRequest, in cellIn) (*mcp.CallToolResult, *session.CellResult, error) {
+	s, err := st.live(in.SessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := session.CellRequest{Code: &in.Code, Stdin: in.Stdin}
+	if in.Timeout != nil {
+		req.Timeout, _ = json.Marshal(in.Timeout)
+	}
+	res, err := s.RunCell(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return text(cellSummary(res)), res, nil
+}
+
+// cellSummary is a cell's answer in a few lines for an agent to read.
+func cellSummary(r *session.CellResult) string {
+	var b strings.Builder
+	b.WriteString(r.Status)
+	if r.Status == session.CellEnded {
+		fmt.Fprintf(&b, ": the session ended (%s) %s", r.Session.Reason, r.Session.Error)
+	}
+	b.WriteString("\n")
+	for _, part := range []struct{ name, text string }{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
+		if part.text != "" {
+			fmt.Fprintf(&b, "%s:\n%s\n", part.name, clipEnd(part.text))
+		}
+	}
+	if r.Value != nil {
+		fmt.Fprintf(&b, "value: %s\n", clipEnd(*r.Value))
+	}
+	if r.Error != nil {
+		fmt.Fprintf(&b, "%s\n", clipEnd(r.Error.Traceback))
+	}
+	if len(r.Display) > 0 {
+		fmt.Fprintf(&b, "%d figure(s) in display\n", len(r.Display))
+	}
+	return b.String()
+}
+
+func clipEnd(s string) string {
+	if len(s) > summaryMax {
+		return "..." + s[len(s)-summaryMax:]
+	}
+	return s
+}
+
+func (st sessionTools) upload(_ context.Context, _ *mcp.CallToolRequest, in uploadIn) (*mcp.CallToolResult, map[string]any, error) {
+	s, err := st.live(in.SessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var data []byte
+	switch {
+	case (in.Content == nil) == (in.ContentBase64 == nil):
+		return nil, nil, errors.New("give the file as content (text) or content_base64 (bytes), one of them")
+	case in.Content != nil:
+		data = []byte(*in.Content)
+	default:
+		if data, err = base64.StdEncoding.DecodeString(*in.ContentBase64); err != nil {
+			return nil, nil, fmt.Errorf("content_base64: %v", err)
+		}
+	}
+	if err := s.PutFile(in.Path, data); err != nil {
+		return nil, nil, err
+	}
+	return text(fmt.Sprintf("wrote %s (%d bytes)", in.Path, len(data))), map[string]any{"path": in.Path, "size": len(data)}, nil
+}
+
+func (st sessionTools) download(_ context.Context, _ *mcp.CallToolRequest, in fileIn) (*mcp.CallToolResult, *fileOut, error) {
+	s, err := st.live(in.SessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := s.GetFile(in.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &fileOut{Path: in.Path, Size: len(data), ContentBase64: base64.StdEncoding.EncodeToString(data)}
+	if utf8.Valid(data) {
+		t := string(data)
+		out.Text = &t
+	}
+	return text(fmt.Sprintf("%s: %d bytes", in.Path, len(data))), out, nil
+}
+
+func (st sessionTools) close(_ context.Context, _ *mcp.CallToolRequest, in closeIn) (*mcp.CallToolResult, *session.Info, error) {
+	s, ended, ok := st.m.Get(in.SessionID)
+	if !ok {
+		return nil, nil, fmt.Errorf("no session %q", in.SessionID)
+	}
+	info := ended
+	if s != nil {
+		info = s.End()
+	}
+	return text(fmt.Sprintf("session %s ended (%s)", info.ID, info.Reason)), &info, nil
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
