@@ -192,11 +192,10 @@ func (p *plan) root(s *Spec, ids idMapping) error {
 		dst := newRoot + e.Path
 		switch e.Kind {
 		case rootfs.Bind:
-			if e.Path == "/etc/ld.so.cache" {
-				p.step("file", dst, "420", "")
-			} else {
-				p.step("mkdir", dst, "493")
-			}
+			p.step("mkdir", dst, "493")
+			p.step("bind", oldRoot+e.Source, dst, num(bindReadOnly))
+		case rootfs.BindFile:
+			p.step("file", dst, "420", "")
 			p.step("bind", oldRoot+e.Source, dst, num(bindReadOnly))
 		case rootfs.Symlink:
 			p.step("symlink", e.Source, dst)

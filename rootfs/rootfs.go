@@ -28,9 +28,10 @@ import (
 type Kind int
 
 const (
-	Bind    Kind = iota // Source (a host path) is bound read-only at Path
-	Symlink             // Path is a symlink to Source
-	File                // Path is a file holding Data
+	Bind     Kind = iota // Source (a host directory) is bound read-only at Path
+	BindFile             // Source (a host file) is bound read-only at Path
+	Symlink              // Path is a symlink to Source
+	File                 // Path is a file holding Data
 )
 
 // Entry is one thing the jail puts into a host-derived root.
@@ -55,10 +56,11 @@ var usrMergedDirs = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 // HostEntries describes a root made from the host: /usr read-only, the
 // top-level library and binary directories as the host has them, and an
 // /etc written from scratch. From the host's /etc come only what /usr
-// itself needs and holds no secret: ld.so.cache, which makes library
-// loading fast, and /etc/alternatives, the links through which Debian
-// reaches the library a package chose (libblas.so.3, liblapack.so.3:
-// numpy does not import without them).
+// itself needs and holds no secret (hostEtcFiles, hostEtcDirs):
+// ld.so.cache, which makes library loading fast, /etc/alternatives, the
+// links through which Debian reaches the library a package chose
+// (libblas.so.3, liblapack.so.3: numpy does not import without them), and
+// the configuration matplotlib and fontconfig read.
 func HostEntries(id Identity, hostname string) ([]Entry, error) {
 	if _, err := os.Stat("/usr"); err != nil {
 		return nil, fmt.Errorf("host root: %w", err)
@@ -83,17 +85,30 @@ func HostEntries(id Identity, hostname string) ([]Entry, error) {
 		}
 	}
 	entries = append(entries, EtcEntries(id, hostname)...)
-	if _, err := os.Stat("/etc/ld.so.cache"); err == nil {
-		entries = append(entries, Entry{Kind: Bind, Path: "/etc/ld.so.cache", Source: "/etc/ld.so.cache"})
+	for _, f := range hostEtcFiles {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
+			entries = append(entries, Entry{Kind: BindFile, Path: f, Source: f})
+		}
 	}
-	if fi, err := os.Stat(hostAlternatives); err == nil && fi.IsDir() {
-		entries = append(entries, Entry{Kind: Bind, Path: "/etc/alternatives", Source: hostAlternatives})
+	for _, d := range hostEtcDirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			entries = append(entries, Entry{Kind: Bind, Path: d, Source: d})
+		}
 	}
 	return entries, nil
 }
 
-// hostAlternatives is Debian's alternatives directory.
-const hostAlternatives = "/etc/alternatives"
+// hostEtcFiles are the host's /etc files that libraries of /usr read and
+// that hold nothing of the host's own: the dynamic linker's cache, and
+// Debian matplotlib's defaults (it reads them from /etc/matplotlibrc
+// only, and will not import without them).
+var hostEtcFiles = []string{"/etc/ld.so.cache", "/etc/matplotlibrc"}
+
+// hostEtcDirs are the host's /etc directories of the same kind: Debian's
+// alternatives (the links through which /usr reaches the library a
+// package chose), and fontconfig's configuration (which matplotlib's
+// text rendering loads, and complains on stderr without).
+var hostEtcDirs = []string{"/etc/alternatives", "/etc/fonts"}
 
 // EtcEntries is the synthesized /etc: a passwd and group that name only
 // root and the sandbox user, loopback-only hosts, and no resolver.

@@ -146,6 +146,19 @@ func TestNumpyInDefaultRoot(t *testing.T) {
 	}
 }
 
+// Debian's matplotlib, which reads its defaults from /etc/matplotlibrc
+// only and its fonts through fontconfig's /etc/fonts, imports and draws a
+// figure in the default root, with nothing on stderr. scripts/deps
+// installs python3-matplotlib.
+func TestMatplotlibInDefaultRoot(t *testing.T) {
+	r := py(t, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.title('t')\nplt.savefig('/tmp/f.png')\nprint(open('/tmp/f.png', 'rb').read(4))",
+		"--rootfs", "", "--mem", "512M", "--timeout", "30s")
+	wantStatus(t, r, result.StatusOK)
+	if strings.TrimSpace(r.Stdout) != `b'\x89PNG'` || r.Stderr != "" {
+		t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
+	}
+}
+
 // The program's rlimits are microbox's own, not inherited.
 func TestRlimitsExplicit(t *testing.T) {
 	r := py(t, "import resource as r; print(*[r.getrlimit(x) for x in (r.RLIMIT_NOFILE, r.RLIMIT_SIGPENDING, r.RLIMIT_MSGQUEUE)])",
