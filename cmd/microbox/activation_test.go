@@ -61,7 +61,11 @@ func TestActivationServesAndExitsWhenIdle(t *testing.T) {
 	var log syncBuffer
 	srv, exited := startActivated(t, sock, &log, "--socket", path, "--warm", "0", "--idle-exit", "500ms")
 	defer func() {
-		stopServer(srv) // once it has exited, a no-op
+		// exited has the server's one Wait: a second would block.
+		if exited != nil {
+			srv.Process.Signal(syscall.SIGTERM)
+			<-exited
+		}
 		t.Logf("server log:\n%s", log.String())
 	}()
 	cmd := client(path, "--timeout", "60s", "-c", sleeperCode)
@@ -76,6 +80,7 @@ func TestActivationServesAndExitsWhenIdle(t *testing.T) {
 	cmd.Wait()
 	select {
 	case err := <-exited:
+		exited = nil
 		if err != nil {
 			t.Fatalf("the idle server: %v", err)
 		}
@@ -95,14 +100,14 @@ func TestActivationServesAndExitsWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitConnected(t, path)
-	srv, _ = startActivated(t, sock, &log, "--warm", "0", "--idle-exit", "500ms")
+	srv, exited = startActivated(t, sock, &log, "--warm", "0", "--idle-exit", "500ms")
 	if err := next.Wait(); err != nil || out.String() != "queued\n" {
 		t.Fatalf("the queued client: %v, stdout %q", err, out.String())
 	}
 }
 
 // startActivated starts an activated server and waits until it serves;
-// exited gets its Wait's error.
+// exited gets its Wait's error (the server's only Wait).
 func startActivated(t *testing.T, sock *os.File, log *syncBuffer, args ...string) (*exec.Cmd, <-chan error) {
 	t.Helper()
 	srv := activated(sock, "1", log, args...)

@@ -1,26 +1,22 @@
 package server
 
 import (
-	"errors"
 	"sync"
 	"time"
 )
 
-// errIdle ends a server that had no client for Options.IdleExit.
-var errIdle = errors.New("idle")
-
 // idleExit calls its exit once no client has been served for its
-// duration. A nil *idleExit never exits.
+// duration, once. A nil *idleExit never exits.
 type idleExit struct {
 	mu      sync.Mutex
 	active  int  // clients being served
-	exiting bool // the timer fired with none: no client is taken any more
+	exiting bool // the exit was called
 	timer   *time.Timer
 	after   time.Duration
 }
 
 func newIdleExit(after time.Duration, exit func()) *idleExit {
-	i := &idleExit{}
+	i := &idleExit{after: after}
 	i.timer = time.AfterFunc(after, func() {
 		i.mu.Lock()
 		fire := i.active == 0 && !i.exiting
@@ -30,24 +26,18 @@ func newIdleExit(after time.Duration, exit func()) *idleExit {
 			exit()
 		}
 	})
-	i.after = after
 	return i
 }
 
-// begin counts a client in; false once the exit is under way, when the
-// client must be turned away (it then runs in-process).
-func (i *idleExit) begin() bool {
+// begin counts a client in.
+func (i *idleExit) begin() {
 	if i == nil {
-		return true
+		return
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.exiting {
-		return false
-	}
 	i.active++
 	i.timer.Stop()
-	return true
 }
 
 // end counts a client out; the last one starts the clock again.
@@ -60,4 +50,14 @@ func (i *idleExit) end() {
 	if i.active--; i.active == 0 && !i.exiting {
 		i.timer.Reset(i.after)
 	}
+}
+
+// exited reports whether the exit was called.
+func (i *idleExit) exited() bool {
+	if i == nil {
+		return false
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.exiting
 }

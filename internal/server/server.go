@@ -121,7 +121,9 @@ func Serve(o Options) error {
 	fmt.Fprintf(os.Stderr, "microbox: serving exec on %s\n", path)
 	s := &server{ctx: ctx, runner: runner, handle: o.Handler}
 	if o.IdleExit > 0 {
-		s.idle = newIdleExit(o.IdleExit, func() { cancel(errIdle) })
+		// Closing the listener ends the accepts below; the socket's
+		// queue stays the service manager's, for the next server.
+		s.idle = newIdleExit(o.IdleExit, func() { l.Close() })
 	}
 	s.acceptUntilDone(l)
 	// A second SIGTERM or ^C ends the server at once from here on: the
@@ -130,9 +132,9 @@ func Serve(o Options) error {
 	stop()
 	s.conns.Wait()
 	frontEnds.Wait()
-	if err := context.Cause(ctx); errors.Is(err, errIdle) {
+	if s.idle.exited() {
 		fmt.Fprintf(os.Stderr, "microbox: no client for %s: exiting\n", o.IdleExit)
-	} else if signals.Err() == nil {
+	} else if err := context.Cause(ctx); signals.Err() == nil {
 		return err // a front end failed
 	}
 	return nil
@@ -183,19 +185,16 @@ func (s *server) acceptUntilDone(l *net.UnixListener) {
 	for {
 		conn, err := l.AcceptUnix()
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if s.ctx.Err() != nil || s.idle.exited() {
 				return
 			}
 			guard.failed(l, err)
 			continue
 		}
 		guard.accepted()
-		if !s.idle.begin() {
-			// Idle exit under way: this client runs itself.
-			sendStatus(conn, fallback)
-			conn.Close()
-			continue
-		}
+		// Counted even if the idle exit closed the listener meanwhile:
+		// the server serves it before it exits.
+		s.idle.begin()
 		s.conns.Add(1)
 		go func() {
 			defer s.conns.Done()
