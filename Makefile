@@ -51,8 +51,8 @@ check:
 # task's "preload" is refused only where no zygote is the default), and /healthz's
 # (its check's run is never forked; its failing server's log is of jails
 # started ahead, which forked runs skip).
-SERVE_PASS_SKIP = ^Test(Batch|Eval|HTTP|Healthz|MCP|OpenAPI|ZygoteDifferential|SandboxFusion|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
-ZYGOTE_PASS_SKIP = ^Test(Language|EvalStdioCpp|HTTPAndMCPLanguage|BatchMemoryBounded|HTTPSession|BatchFetch|HTTPFetch|MCPFetch|MCPInspector|OpenAPI|Ceilings|Healthz|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
+SERVE_PASS_SKIP = ^Test(Activation|Batch|Eval|HTTP|Healthz|MCP|OpenAPI|ZygoteDifferential|SandboxFusion|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
+ZYGOTE_PASS_SKIP = ^Test(Activation|Language|EvalStdioCpp|HTTPAndMCPLanguage|BatchMemoryBounded|HTTPSession|BatchFetch|HTTPFetch|MCPFetch|MCPInspector|OpenAPI|Ceilings|Healthz|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
 unit:
 	$(GO) test -count=1 ./...
 	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 -skip '$(SERVE_PASS_SKIP)' ./cmd/microbox

@@ -57,6 +57,15 @@ type Run interface {
 	// CloneFD is a directory fd to clone the child straight into
 	// (CLONE_INTO_CGROUP), or -1 when the child must be moved with Enter.
 	CloneFD() int
+	// JoinFDs are files, open for writing, to each of which the child
+	// writes "0" to move itself into the group before it does anything
+	// else (v1: each hierarchy's tasks file), or nil when it is cloned
+	// into the group (CloneFD) or must be moved with Enter. A thread
+	// that moves itself skips the kernel's global lock that moving
+	// another process takes, and that lock's wait for an RCU grace
+	// period: 7 to 13 ms per run on a v1 host (BENCHMARKS.md). The
+	// caller closes them once the child has its copies.
+	JoinFDs() ([]int, error)
 	// Enter moves pid into the group. The child waits for its plan until
 	// this is done, so none of the program's instructions run outside.
 	Enter(pid int) error

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +282,55 @@ func TestV1JoinFailureKeepsCause(t *testing.T) {
 	}
 	if !errors.Is(err, unix.EMFILE) {
 		t.Fatalf("the cause was lost: %v", err)
+	}
+}
+
+// A process joins its v1 group by writing "0" to the tasks files JoinFDs
+// opened for it: it lands in the run's directory of every hierarchy (the
+// cpu and cpuacct ones included, which no limit test looks at), without
+// anyone moving it.
+func TestV1JoinFDsMoveTheWriter(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups here needs root (CI runs as root)")
+	}
+	if HostMode() != ModeV1 {
+		t.Skip("v1 only: a v2 group is joined at clone time")
+	}
+	r, err := New(Options{Limits: Limits{Memory: 64 << 20, Pids: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Remove()
+	fds, err := r.JoinFDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*os.File
+	var writes []string
+	for i, fd := range fds {
+		files = append(files, os.NewFile(uintptr(fd), "tasks"))
+		writes = append(writes, "echo 0 >&"+strconv.Itoa(3+i))
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	// The shell has one thread; cat inherits the groups it joined.
+	cmd := exec.Command("/bin/sh", "-c", strings.Join(writes, " && ")+" && exec cat /proc/self/cgroup")
+	cmd.ExtraFiles = files
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("join: %v: %s", err, out)
+	}
+	for _, sub := range v1Controllers {
+		dir := r.(*v1Run).dirs[sub]
+		rel := strings.TrimPrefix(dir, filepath.Join(mountRoot, sub))
+		if !slices.ContainsFunc(strings.Split(string(out), "\n"), func(l string) bool {
+			parts := strings.SplitN(l, ":", 3)
+			return len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), sub) && parts[2] == rel
+		}) {
+			t.Errorf("not in the run's %s group %s:\n%s", sub, rel, out)
+		}
 	}
 }

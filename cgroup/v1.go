@@ -176,19 +176,50 @@ func v1Mkdir(root, sub string, parents map[string]string, name string, made []st
 func (r *v1Run) Mode() Mode   { return ModeV1 }
 func (r *v1Run) CloneFD() int { return -1 }
 
-// Enter writes pid into each hierarchy's cgroup.procs. v1 has no
-// CLONE_INTO_CGROUP, so the init is moved before it may go on.
-func (r *v1Run) Enter(pid int) error {
-	entered := map[string]bool{}
-	for _, sub := range v1Controllers {
-		dir, ok := r.dirs[sub]
-		if !ok || entered[dir] {
-			continue
+// JoinFDs opens each directory's tasks file for the child to write "0"
+// to: the kernel moves the writing thread alone, and the check of who may
+// move it is made against this process, which opened the file. The child
+// must have one thread (a jail's PID 1, fresh from its clone, has). The
+// caller closes them once the child has its copies.
+func (r *v1Run) JoinFDs() ([]int, error) {
+	var fds []int
+	for _, dir := range r.distinctDirs() {
+		fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeAll(fds)
+			return nil, fmt.Errorf("open cgroup %s for the jail to join: %w", dir, err)
 		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
+}
+
+// distinctDirs are the run's directories, one per hierarchy (co-mounted
+// controllers share one), in v1Controllers' order.
+func (r *v1Run) distinctDirs() []string {
+	var dirs []string
+	for _, sub := range v1Controllers {
+		if dir, ok := r.dirs[sub]; ok && !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// Enter writes pid into each hierarchy's cgroup.procs: moving another
+// process, which waits for an RCU grace period per write (JoinFDs
+// does not). For a zygote's fork (Adopt), and tests.
+func (r *v1Run) Enter(pid int) error {
+	for _, dir := range r.distinctDirs() {
 		if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("move pid %d into cgroup %s: %w", pid, dir, err)
 		}
-		entered[dir] = true
 	}
 	return nil
 }
@@ -252,9 +283,7 @@ func (r *v1Run) Remove() error {
 		delete(r.dirs, sub)
 	}
 	// A group that would not go is GC's to take once the locks are free.
-	for _, fd := range r.locks {
-		unix.Close(fd)
-	}
+	closeAll(r.locks)
 	r.locks = nil
 	return errors.Join(errs...)
 }

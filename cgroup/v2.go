@@ -208,9 +208,10 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (r *v2Run) Mode() Mode          { return ModeV2 }
-func (r *v2Run) CloneFD() int        { return int(r.fd.Fd()) }
-func (r *v2Run) Enter(pid int) error { return nil } // entered at clone time
+func (r *v2Run) Mode() Mode              { return ModeV2 }
+func (r *v2Run) CloneFD() int            { return int(r.fd.Fd()) }
+func (r *v2Run) JoinFDs() ([]int, error) { return nil, nil }
+func (r *v2Run) Enter(pid int) error     { return nil } // entered at clone time
 
 // Adopt writes pid into the group's cgroup.procs.
 func (r *v2Run) Adopt(pid int) error {

@@ -255,31 +255,50 @@ func checkSecurity(t *testing.T, c corev1.Container) {
 	}
 }
 
-// The unit verifies with systemd-analyze, without a warning (an unknown
-// key is only a warning to systemd).
+// The units verify with systemd-analyze, without a warning (an unknown
+// key is only a warning to systemd): the socket-activated exec server
+// (microbox.socket, microbox.service) and the HTTP API's service.
 func TestSystemdUnit(t *testing.T) {
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("systemd-analyze is not installed (Debian's systemd package)")
-	}
-	unit, err := os.ReadFile("systemd/microbox.service")
-	if err != nil {
-		t.Fatal(err)
 	}
 	// verify checks that ExecStart's binary is an executable file: point
 	// it at one, which is all it looks at.
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "microbox")
 	os.WriteFile(bin, nil, 0o755)
-	path := filepath.Join(dir, "microbox.service")
-	os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/microbox"), []byte(bin)), 0o644)
-	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+	units := map[string][]byte{}
+	var paths []string
+	for _, name := range []string{"microbox.socket", "microbox.service", "microbox-http.service"} {
+		unit, err := os.ReadFile("systemd/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		units[name] = unit
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/microbox"), []byte(bin)), 0o644)
+		paths = append(paths, path)
+	}
+	out, err := exec.Command("systemd-analyze", append([]string{"verify"}, paths...)...).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
-	for _, want := range []string{"Delegate=cpu memory pids", "RuntimeDirectoryPreserve=yes", "KillMode=mixed", "Restart=on-failure"} {
-		if !strings.Contains(string(unit), "\n"+want+"\n") {
-			t.Errorf("the unit lacks %s", want)
+	for _, name := range []string{"microbox.service", "microbox-http.service"} {
+		for _, want := range []string{"Delegate=cpu memory pids", "RuntimeDirectoryPreserve=yes", "KillMode=mixed", "Restart=on-failure"} {
+			if !strings.Contains(string(units[name]), "\n"+want+"\n") {
+				t.Errorf("%s lacks %s", name, want)
+			}
 		}
+	}
+	// The server refuses a socket others may use, and serves the one the
+	// client looks for by default.
+	for _, want := range []string{"ListenStream=/run/microbox/exec.sock", "SocketMode=0600"} {
+		if !strings.Contains(string(units["microbox.socket"]), "\n"+want+"\n") {
+			t.Errorf("microbox.socket lacks %s", want)
+		}
+	}
+	if !strings.Contains(string(units["microbox.service"]), " --idle-exit ") {
+		t.Error("the socket-activated microbox.service does not exit when idle")
 	}
 }
 

@@ -29,9 +29,12 @@ const (
 	// maxLocks is how many locks PID 1 may hold: a zygote's template
 	// holds its own uid slot and one per child.
 	maxLocks = 1 + ZygoteChildren
+	// maxTasks is how many cgroup v1 hierarchies PID 1 may join itself.
+	maxTasks = 8
 	// The request's extras: the descriptors that follow PID 1's, by kind.
 	extraCgroup = 'c' // the run's cgroup v2 directory (CLONE_INTO_CGROUP)
 	extraLock   = 'l' // a lock PID 1 holds for its life
+	extraTasks  = 't' // a cgroup v1 tasks file PID 1 joins through
 )
 
 // PID 1's descriptors past stdin, stdout and stderr, as the spawner gives

@@ -42,7 +42,7 @@ func TestInitCConstants(t *testing.T) {
 		"status.h": {"STATUS_FD": statusFD, "EXIT_SANDBOX_ERROR": result.ExitSandboxError},
 		"spawner.h": {"SPAWNER_FD": spawnerFD, "SYNC_FD": syncFD, "SPAWN_FDS": spawnFDs, "LOCK_FD": spawnFDs,
 			"REQUEST_STRINGS": requestStrings, "MAX_REQUEST": maxRequest, "REPLY_ERROR_MAX": replyErrorMax,
-			"MAX_LOCKS": maxLocks},
+			"MAX_LOCKS": maxLocks, "MAX_TASKS": maxTasks},
 	}
 	for file, want := range ints {
 		for name, w := range want {
@@ -54,7 +54,7 @@ func TestInitCConstants(t *testing.T) {
 	strs := map[string]map[string]string{
 		"status.h": {"STATUS_ERROR": statusError, "STATUS_PHASE": statusPhase, "STATUS_READY": statusReady,
 			"STATUS_START": statusStart, "STATUS_EXIT": statusExit, "STATUS_WALL": result.LimitWall},
-		"spawner.h": {"INIT_ENV": initEnv, "EXTRA_CGROUP": string(rune(extraCgroup)), "EXTRA_LOCK": string(rune(extraLock))},
+		"spawner.h": {"INIT_ENV": initEnv, "EXTRA_CGROUP": string(rune(extraCgroup)), "EXTRA_LOCK": string(rune(extraLock)), "EXTRA_TASKS": string(rune(extraTasks))},
 		"zygote.h":  {"ZYGOTE_HELLO": zygoteHello, "ZYGOTE_GO": zygoteGo, "ZYGOTE_READY": zygoteReady},
 	}
 	for file, want := range strs {

@@ -180,6 +180,7 @@ type spawnRequest struct {
 	uidMap, gidMap, setgroups, owner string
 	cgroupFD                         int   // -1: none
 	lockFDs                          []int // locks PID 1 holds for its life
+	taskFDs                          []int // cgroup v1 tasks files PID 1 joins through
 }
 
 // encode is the request's message and the extras it names.
@@ -191,6 +192,9 @@ func (r spawnRequest) encode() ([]byte, []int) {
 	}
 	for _, fd := range r.lockFDs {
 		extras, fds = extras+string(extraLock), append(fds, fd)
+	}
+	for _, fd := range r.taskFDs {
+		extras, fds = extras+string(extraTasks), append(fds, fd)
 	}
 	b := binary.LittleEndian.AppendUint64(nil, r.flags)
 	for _, s := range []string{r.uidMap, r.gidMap, r.setgroups, r.owner, extras} {

@@ -2,6 +2,7 @@ package nsjail
 
 import (
 	"context"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -206,5 +207,58 @@ func TestSpawnerOwnProcessGroup(t *testing.T) {
 	}
 	if pgid == unix.Getpgrp() {
 		t.Fatalf("the spawner is in microbox's process group %d", pgid)
+	}
+}
+
+// A PID 1 that cannot join its cgroup (here: its v1 group was removed
+// after the supervisor opened the tasks file) says why on its status
+// pipe and ends before its go: nothing of the jail runs outside the
+// group.
+func TestJailThatCannotJoinItsCgroupEnds(t *testing.T) {
+	needNamespaces(t)
+	if cgroup.HostMode() != cgroup.ModeV1 {
+		t.Skip("v1 only: on v2 PID 1 is cloned into its group")
+	}
+	cg, err := cgroup.New(cgroup.Options{Limits: cgroup.Limits{Pids: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := cg.JoinFDs()
+	if err != nil {
+		cg.Remove()
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, fd := range tasks {
+			unix.Close(fd)
+		}
+	}()
+	if err := cg.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	statusR, statusW, _ := os.Pipe()
+	syncR, syncW, _ := os.Pipe()
+	defer statusR.Close()
+	n := int(null.Fd())
+	req := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: -1, taskFDs: tasks}
+	pid, err := testSpawner(t).spawn(req, []int{n, n, n, n, int(statusW.Fd()), int(syncR.Fd())})
+	statusW.Close()
+	syncR.Close()
+	syncW.Close() // no go: a PID 1 that joined would end at this EOF, silent
+	if pid == 0 {
+		t.Fatalf("no PID 1: %v", err)
+	}
+	ws, werr := waitExit(pid)
+	line, _ := io.ReadAll(statusR)
+	if werr != nil || ws.ExitStatus() != result.ExitSandboxError {
+		t.Errorf("PID 1 ended with %v (%v), want exit %d", ws, werr, result.ExitSandboxError)
+	}
+	if !strings.HasPrefix(string(line), statusError+" join the run's cgroup") {
+		t.Errorf("PID 1's status %q does not say it could not join its cgroup", line)
 	}
 }

@@ -23,6 +23,8 @@ type supervisor struct {
 	trace bool
 	cg    cgroup.Run
 	pid   int // the jail's PID 1, our child; 0 until it is spawned
+	// selfJoined: PID 1 moved itself into cg (v1), not to be moved.
+	selfJoined bool
 	// slots are the jail's host uid ranges (root-run jails): its own,
 	// then, for a zygote's template, childSlots more for its children.
 	slots      []uidSlot
@@ -67,7 +69,7 @@ type event struct {
 }
 
 // start creates the run's cgroup, has PID 1 cloned into its namespaces
-// and the cgroup (on v1 it moves PID 1 in before PID 1 may go on), says go
+// and the cgroup (on v1 PID 1 joins it itself, first thing), says go
 // and sends the plan's first part.
 func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	if sh.cgroup != nil {
@@ -96,7 +98,7 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	p.closeChildEnds()
 	sv.mark("cloned")
 	sv.events = readEvents(p.statusR)
-	if sv.cg != nil && sv.cg.CloneFD() < 0 {
+	if sv.cg != nil && sv.cg.CloneFD() < 0 && !sv.selfJoined {
 		if err := sv.cg.Enter(sv.pid); err != nil {
 			return fmt.Errorf("start jail: %w", err)
 		}
@@ -132,7 +134,8 @@ func (sv *supervisor) initGone(err error) error {
 }
 
 // spawn has the spawner clone PID 1, with the pipes' jail ends as its
-// descriptors 0 to 5, straight into the run's cgroup on v2.
+// descriptors 0 to 5, straight into the run's cgroup on v2; on v1 PID 1
+// joins it itself before anything else (cgroup.Run.JoinFDs).
 func (sv *supervisor) spawn(sp *Spawner) error {
 	sv.sp = sp
 	ids := hostIDs()
@@ -156,6 +159,16 @@ func (sv *supervisor) spawn(sp *Spawner) error {
 	req.owner = ids.creator()
 	if sv.cg != nil {
 		req.cgroupFD = sv.cg.CloneFD()
+		tasks, err := sv.cg.JoinFDs()
+		if err != nil {
+			return fmt.Errorf("start jail: %w", err)
+		}
+		defer func() {
+			for _, fd := range tasks {
+				unix.Close(fd)
+			}
+		}()
+		req.taskFDs, sv.selfJoined = tasks, len(tasks) > 0
 	}
 	pid, err := sp.spawn(req, sv.pipes.jail[:])
 	sv.pid = pid

@@ -20,8 +20,8 @@ func doctorCommand() *cobra.Command {
 		Short: "Check that this host can run sandboxes, and explain how to fix what it cannot",
 		Long: `Check what a run needs on this host, one line each with ok, warn or fail
 and a fix: user namespaces, the cgroup mode and controllers, delegation for
-this user, seccomp, tmpfs and overlay, the root's Python, and finally a real
-run with timing.
+this user, seccomp, tmpfs and overlay, the root's Python, a real run with
+timing, and whether an exec here is served or runs in-process.
 
 It checks the run exec's flags describe (the same flags, same defaults), so
 "microbox doctor --cgroup-parent /my/group" checks runs made there. Exit
@@ -45,6 +45,7 @@ func runDoctor(f *execFlags, c *cobra.Command, asJSON bool) error {
 	if err != nil {
 		return flagError(err)
 	}
+	rep.Checks = append(rep.Checks, execPathCheck())
 	if asJSON {
 		printJSON(rep)
 	} else {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,5 +134,45 @@ func TestDoctorSharedRootAndPackages(t *testing.T) {
 	}
 	if c := checks["python.packages"]; c.Status != doctor.OK || !strings.Contains(c.Detail, "numpy") {
 		t.Errorf("python.packages: %+v (scripts/deps installs python3-numpy)", c)
+	}
+}
+
+// exec.path says whether an exec with this environment is served or runs
+// in-process, and why: a listening server, the variable empty, no
+// socket, a socket nobody listens on.
+func TestDoctorExecPath(t *testing.T) {
+	socket, _ := testServer(t, "--warm", "0")
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := netListenUnix(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	for _, c := range []struct {
+		socket string
+		status doctor.Status
+		want   string
+	}{
+		{socket, doctor.OK, "served: a server listens on " + socket},
+		{"", doctor.OK, "in-process: $MICROBOX_SOCKET is empty"},
+		{filepath.Join(dir, "none.sock"), doctor.Warn, "in-process: no server socket at"},
+		{stale, doctor.Warn, "in-process: nobody listens on " + stale},
+	} {
+		cmd := exec.Command(microbox, "doctor", "--json", "--no-cgroup")
+		cmd.Env = append(os.Environ(), socketEnv+"="+c.socket)
+		stdout, stderr, _ := runCmd(t, cmd)
+		var rep doctor.Report
+		if err := json.Unmarshal(stdout, &rep); err != nil {
+			t.Fatalf("doctor --json: %v\n%s\nstderr: %s", err, stdout, stderr)
+		}
+		i := slices.IndexFunc(rep.Checks, func(ch doctor.Check) bool { return ch.Name == "exec.path" })
+		if i < 0 {
+			t.Fatalf("socket %q: no exec.path check in %+v", c.socket, rep.Checks)
+		}
+		if ch := rep.Checks[i]; ch.Status != c.status || !strings.HasPrefix(ch.Detail, c.want) {
+			t.Errorf("socket %q: %s %q, want %s %q", c.socket, ch.Status, ch.Detail, c.status, c.want)
+		}
 	}
 }

@@ -381,7 +381,7 @@ var flagNames = map[string]string{
 	"Resume":  "--resume",
 	"Compare": "--compare", "ChallengeTests": "--challenge-tests", "FloatTolerance": "--float-tolerance", "TotalTimeout": "--total-timeout",
 	// serve
-	"Socket": "--socket", "Warm": "--warm", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",
+	"Socket": "--socket", "Warm": "--warm", "IdleExit": "--idle-exit", "HTTP": "--http", "HTTPTokenFile": "--http-token-file",
 	"HTTPKeep": "--http-keep", "HTTPMaxBody": "--http-max-body",
 	"HTTPKeepBytes": "--http-keep-bytes", "HTTPBodyBudget": "--http-body-budget", "MaxMessage": "--max-message",
 }

@@ -121,13 +121,20 @@ with --http-token-file. exec's sandbox flags below are the defaults of the
 API's runs (exec's clients keep their own).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if o.IdleExit < 0 {
+				return usagef("--idle-exit %s: give a positive duration such as 10m, or 0 to serve until stopped", o.IdleExit)
+			}
 			if h.addr == "" {
 				return flagError(server.Serve(o))
+			}
+			if o.IdleExit > 0 {
+				return usagef("--idle-exit %s with --http %s: the HTTP API would stop too; drop --idle-exit, or serve the API from a server of its own", o.IdleExit, h.addr)
 			}
 			return serveHTTP(c, o, f, h)
 		},
 	}
-	c.Flags().StringVar(&o.Socket, "socket", "", "socket to listen on (default: $"+server.SocketEnv+", else "+server.DefaultSocket+")")
+	c.Flags().StringVar(&o.Socket, "socket", "", "socket to listen on (default: $"+server.SocketEnv+", else "+server.DefaultSocket+"; under socket activation, the socket passed)")
+	c.Flags().DurationVar(&o.IdleExit, "idle-exit", 0, "exit once no exec client has come for this long (0: never); for a socket-activated server (deploy/systemd/microbox.socket), which the socket's next client starts again")
 	c.Flags().IntVar(&o.Warm, "warm", runtime.NumCPU(), "jails to keep started ahead of their runs (0: start each run's jail when it comes)")
 	f.register(c)
 	h.register(c)

@@ -149,7 +149,7 @@ func (d *doctor) checkV1() {
 	}
 	d.add("cgroup.memory_peak", OK, "not used on v1: the peak is memory.max_usage_in_bytes", "")
 	d.add("cgroup.kill", OK, "not used on v1: runs are killed pid by pid", "")
-	d.add("cgroup.clone_into", OK, "not used on v1: the jail is moved into its groups before it starts", "")
+	d.add("cgroup.clone_into", OK, "not used on v1: the jail's PID 1 moves itself into its groups before it starts", "")
 	d.checkV1Swap()
 	if os.Geteuid() != 0 {
 		d.add("cgroup.delegation", Fail, fmt.Sprintf("uid %d: cgroup v1 hierarchies are not delegated to unprivileged users", os.Geteuid()),

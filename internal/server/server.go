@@ -37,10 +37,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
 
+	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/internal/interrupt"
 	"github.com/microbox/microbox/result"
 )
@@ -67,6 +69,10 @@ type Options struct {
 	// FrontEnds are other ways in (the HTTP API), served beside the
 	// socket with the same runner; they stop with it.
 	FrontEnds []FrontEnd
+	// IdleExit, if positive, ends the server once no client has been
+	// served for this long (a socket-activated server: the socket's next
+	// client starts another). Not with FrontEnds, which would end too.
+	IdleExit time.Duration
 }
 
 // A FrontEnd is another way in to a server's runner (the same Runner as
@@ -81,7 +87,9 @@ type FrontEnd interface {
 // or SIGINT (or a front end's failure), then ends the runs under way and
 // the ready jails, and removes the socket.
 func Serve(o Options) error {
-	path := o.socket()
+	if o.IdleExit > 0 && len(o.FrontEnds) > 0 {
+		return field.Errorf("IdleExit", "serve: {IdleExit} would stop the HTTP API too; drop {IdleExit}, or serve the API from a server of its own")
+	}
 	runner := o.Runner
 	if runner == nil {
 		var err error
@@ -90,7 +98,7 @@ func Serve(o Options) error {
 		}
 		defer runner.Close() // after the runs: a spawner's failure is no one's to hear
 	}
-	l, err := listen(path)
+	l, path, err := o.listen()
 	if err != nil {
 		return err
 	}
@@ -112,6 +120,11 @@ func Serve(o Options) error {
 	}()
 	fmt.Fprintf(os.Stderr, "microbox: serving exec on %s\n", path)
 	s := &server{ctx: ctx, runner: runner, handle: o.Handler}
+	if o.IdleExit > 0 {
+		// Closing the listener ends the accepts below; the socket's
+		// queue stays the service manager's, for the next server.
+		s.idle = newIdleExit(o.IdleExit, func() { l.Close() })
+	}
 	s.acceptUntilDone(l)
 	// A second SIGTERM or ^C ends the server at once from here on: the
 	// wait below is for runs ending, and Close's for jails being started
@@ -119,10 +132,30 @@ func Serve(o Options) error {
 	stop()
 	s.conns.Wait()
 	frontEnds.Wait()
-	if err := context.Cause(ctx); signals.Err() == nil {
+	if s.idle.exited() {
+		fmt.Fprintf(os.Stderr, "microbox: no client for %s: exiting\n", o.IdleExit)
+	} else if err := context.Cause(ctx); signals.Err() == nil {
 		return err // a front end failed
 	}
 	return nil
+}
+
+// listen is the socket passed by socket activation (activation.go), else
+// one made at the configured path.
+func (o Options) listen() (*net.UnixListener, string, error) {
+	l, path, err := activatedSocket()
+	if err != nil || l == nil {
+		if err == nil {
+			path = o.socket()
+			l, err = listen(path)
+		}
+		return l, path, err
+	}
+	if o.Socket != "" && filepath.Clean(o.Socket) != path {
+		l.Close()
+		return nil, "", field.Errorf("Socket", "serve: {Socket} %s, but socket activation passed %s; drop {Socket} or make them the same", o.Socket, path)
+	}
+	return l, path, nil
 }
 
 func (o Options) socket() string {
@@ -140,6 +173,7 @@ type server struct {
 	ctx      context.Context // ends at SIGTERM or SIGINT
 	runner   *Runner
 	handle   Handler
+	idle     *idleExit // nil: the server never ends for want of clients
 	conns    sync.WaitGroup
 	headroom fdHeadroom // descriptors to spare for one more run
 }
@@ -151,16 +185,20 @@ func (s *server) acceptUntilDone(l *net.UnixListener) {
 	for {
 		conn, err := l.AcceptUnix()
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if s.ctx.Err() != nil || s.idle.exited() {
 				return
 			}
 			guard.failed(l, err)
 			continue
 		}
 		guard.accepted()
+		// Counted even if the idle exit closed the listener meanwhile:
+		// the server serves it before it exits.
+		s.idle.begin()
 		s.conns.Add(1)
 		go func() {
 			defer s.conns.Done()
+			defer s.idle.end()
 			s.serveConn(conn)
 		}()
 	}

@@ -251,8 +251,9 @@ void jail_init(const struct jail *j)
 	static struct program prog;
 	char go;
 	ssize_t r;
-	// The supervisor says go once the id maps are written and, on cgroup
-	// v1, once it has moved PID 1 into the run's cgroup.
+	// The supervisor says go once the id maps are written. PID 1 is in
+	// the run's cgroup already: cloned into it (v2), or it moved itself
+	// (v1, spawner.c: join_cgroups).
 	while ((r = read(SYNC_FD, &go, 1)) < 0 && errno == EINTR)
 		;
 	if (r != 1)

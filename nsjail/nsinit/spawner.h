@@ -11,7 +11,9 @@
 //   jail's user namespace is created as ("": the spawner's), extras names
 //   the optional descriptors that follow the SPAWN_FDS, in order:
 //   EXTRA_CGROUP the run's cgroup v2 directory (CLONE_INTO_CGROUP),
-//   EXTRA_LOCK a lock PID 1 holds for its life (from LOCK_FD on);
+//   EXTRA_LOCK a lock PID 1 holds for its life (from LOCK_FD on),
+//   EXTRA_TASKS a cgroup v1 hierarchy's tasks file, to which PID 1 writes
+//   "0" first thing (at most MAX_TASKS);
 //   SCM_RIGHTS: PID 1's stdin, stdout, stderr, plan, status and sync, then
 //   the extras.
 // Reply, one message: i32 pid of PID 1 (0: none), then an error message of
@@ -38,8 +40,10 @@
 #define SPAWN_FDS 6
 #define LOCK_FD 6    // PID 1's first lock, if the request has any
 #define MAX_LOCKS 33 // a zygote's template holds one uid slot per child
+#define MAX_TASKS 8  // cgroup v1 hierarchies a run joins (4 today)
 
 #define EXTRA_CGROUP 'c'
 #define EXTRA_LOCK 'l'
+#define EXTRA_TASKS 't'
 
 #endif

@@ -10,7 +10,10 @@
 // anonymous), and the median time of each set-up phase from `microbox exec
 // --json --trace`. With -baseline it also times an earlier microbox binary
 // in the same rounds, in-process and through a server of its own, for a
-// before/after.
+// before/after; -baseline-rev REV builds that binary from a git revision
+// (main, HEAD~1) in a temporary worktree first. A goals table states issue
+// 34's goals as same-run ratios: the in-process overhead against bwrap's,
+// the served overhead's median and p99.
 //
 // microbox is timed three ways: in-process (MICROBOX_SOCKET= , the Go
 // supervisor starts with every run), through a `microbox serve --warm 0`
@@ -69,29 +72,47 @@ type config struct {
 	n, parallelN, warmup, traceN, memN int
 	parallel                           []int
 	microbox, python, out, jsonOut     string
-	baseline                           string
+	baseline, baselineRev              string
 	timeout, gap                       time.Duration
 	quick, serve                       bool
 }
 
-func main() {
+func main() { os.Exit(bench()) }
+
+// bench runs the whole bench and returns the exit status (a function of
+// its own, so that the baseline's worktree is removed before the exit).
+func bench() int {
 	// Every microbox this bench starts runs in-process unless its variant
 	// names a server.
 	os.Setenv("MICROBOX_SOCKET", "")
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(2)
+		return 2
+	}
+	if cfg.baselineRev != "" {
+		if cfg.baseline != "" {
+			fmt.Fprintln(os.Stderr, "bench: give -baseline or -baseline-rev, not both")
+			return 2
+		}
+		bin, remove, err := buildBaseline(cfg.baselineRev)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		defer remove()
+		cfg.baseline = bin
 	}
 	rep, err := run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		return 1
 	}
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(os.Stderr, "bench: %d measured runs failed (see the report)\n", len(rep.Failures))
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -105,6 +126,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.memN, "mem-n", 5, "sampled runs for the memory measurement")
 	fs.StringVar(&cfg.microbox, "microbox", "bin/microbox", "microbox binary")
 	fs.StringVar(&cfg.baseline, "baseline", "", "an earlier microbox binary to measure in the same rounds, for a before/after (variants microbox-baseline, microbox-baseline-serve-warm)")
+	fs.StringVar(&cfg.baselineRev, "baseline-rev", "", "a git revision to build (make build, in a temporary worktree) and measure as -baseline, e.g. HEAD~1 or main")
 	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "bare Python interpreter (not a pyenv shim)")
 	fs.StringVar(&cfg.out, "out", "BENCHMARKS.md", "Markdown file whose bench section is replaced (empty: none)")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
@@ -1176,6 +1198,7 @@ func render(rep *report) string {
 	var b strings.Builder
 	renderHeader(&b, rep)
 	renderSerial(&b, rep)
+	renderGoals(&b, rep)
 	for _, p := range rep.Parallel {
 		renderParallel(&b, p)
 	}
