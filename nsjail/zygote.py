@@ -82,6 +82,7 @@ def template():
     # preloads' objects, which would copy their pages into each child.
     import random, resource
     compile("x = 1", "<warm>", "exec")
+    rules = prepare(cfg)
     gc.collect()
     gc.freeze()
     threads = len(os.listdir("/proc/self/task"))
@@ -102,7 +103,7 @@ def template():
         req = json.loads(msg)
         pid = clone(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID)
         if pid == 0:
-            run_init(req, fds, init_binary)
+            run_init(req, rules, fds, init_binary)
         if pid < 0:
             os.write(fds[0], STATUS_ERROR + b" zygote: clone: %s\n" % os.strerror(-pid).encode())
         for fd in fds:
@@ -143,7 +144,7 @@ def clone(flags):
 # --- the run's PID 1, then its program ---------------------------------------
 
 
-def run_init(req, fds, init_binary):
+def run_init(req, rules, fds, init_binary):
     ctl, run = fds
     report = ctl
     try:
@@ -166,7 +167,7 @@ def run_init(req, fds, init_binary):
         if os.fork() == 0:  # pid 2
             for fd in (ctl, go_w, start_r, init_binary, null):
                 os.close(fd)  # so that each ends when its other side does
-            program(req, run, go_r, start_w)
+            program(req, rules, run, go_r, start_w)
         # microbox's init, with its descriptors where zygote.h wants them
         # (each copied out of the way first: a target may be another's
         # source) and no other; the binary's own is closed by its execve.
@@ -183,13 +184,13 @@ def run_init(req, fds, init_binary):
     os._exit(EXIT_SANDBOX_ERROR)
 
 
-def program(req, run, go_r, start_w):
+def program(req, rules, run, go_r, start_w):
     run = socket.socket(fileno=run)
     try:
         if os.read(go_r, 1) != ZYGOTE_GO_BYTE:  # the init has made the run's mounts
             raise OSError("the run's init ended before its mounts were made")
         os.close(go_r)
-        sandbox(req)
+        sandbox(req, rules)
         run.send(ZYGOTE_READY)
         spec, fds = receive(run)
         take(spec, fds, run)
@@ -243,7 +244,24 @@ def receive(run):
     return json.loads(body), fds
 
 
-def sandbox(req):
+def prepare(cfg):
+    # What every child applies to itself alike (its sandbox's uid, rlimits
+    # and filter), prepared once per template, not per run: the filter's
+    # program decoded and its sock_fprog built, and every libc function a
+    # child calls looked up (a lookup in the child would write pages it
+    # shares with the template, each then copied).
+    rules = types.SimpleNamespace(sandbox_uid=cfg.get("sandbox_uid"), prog=None,
+                                  rlimits=[tuple(r) for r in cfg.get("rlimits") or ()])
+    if cfg.get("seccomp"):
+        bpf = bytes.fromhex(cfg.get("seccomp"))
+        rules.filter = ctypes.create_string_buffer(bpf, len(bpf))  # kept alive with the struct
+        rules.prog = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(rules.filter))
+    for name in ("unshare", "prctl", "syscall"):
+        getattr(libc, name)
+    return rules
+
+
+def sandbox(req, rules):
     # A cgroup namespace rooted at the run's cgroup, which the program was
     # born in (PID 1's own, made after this fork, is not the program's);
     # the run's own host uid (a slot of the template's map), a user
@@ -256,8 +274,8 @@ def sandbox(req):
     os.setresuid(req["uid"], req["uid"], req["uid"])
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # to write its own maps
     check(libc.unshare(CLONE_NEWUSER), "unshare user")
-    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (req["sandbox_uid"], req["uid"])),
-                       ("gid_map", "%d %d 1" % (req["sandbox_uid"], req["gid"]))):
+    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (rules.sandbox_uid, req["uid"])),
+                       ("gid_map", "%d %d 1" % (rules.sandbox_uid, req["gid"]))):
         with open("/proc/self/" + name, "w") as f:
             f.write(text)
     # The new namespace gave every capability back, the bounding set
@@ -272,13 +290,10 @@ def sandbox(req):
     check(libc.syscall(SYS_CAPSET, hdr, bytes(24)), "capset")
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     import resource
-    for res, soft, hard in req["rlimits"]:
+    for res, soft, hard in rules.rlimits:
         resource.setrlimit(res, (soft, hard))
-    if req["seccomp"]:
-        bpf = bytes.fromhex(req["seccomp"])
-        buf = ctypes.create_string_buffer(bpf, len(bpf))
-        prog = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
-        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0), "seccomp")
+    if rules.prog is not None:
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, rules.prog, 0, 0), "seccomp")
 
 
 def run_main(spec):

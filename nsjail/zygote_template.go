@@ -4,6 +4,7 @@ package nsjail
 // ending it.
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,7 +124,7 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 		return fmt.Errorf("open microbox's own binary: %w", err)
 	}
 	defer exe.Close()
-	cfg, _ := json.Marshal(templateConfig{Preload: t.key.Preload()})
+	cfg, _ := json.Marshal(t.config())
 	if err := sendmsg(t.ctl, cfg, unix.UnixRights(int(exe.Fd()))); err != nil {
 		return fmt.Errorf("configure the template: %w", err)
 	}
@@ -136,6 +137,16 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 	}
 	t.Version = ready.Ready
 	return nil
+}
+
+// config is the template's configuration: its preloads, and what each of
+// its children applies to itself, the same for every run of its key.
+func (t *Template) config() templateConfig {
+	cfg := templateConfig{Preload: t.key.Preload(), SandboxUID: ProgramUID, Seccomp: hex.EncodeToString([]byte(t.key.seccomp))}
+	rl := t.key.rlimits
+	cfg.Rlimits = [][3]int64{{unix.RLIMIT_CORE, 0, 0}, {unix.RLIMIT_NOFILE, int64(rl.NoFile), int64(rl.NoFile)},
+		{unix.RLIMIT_SIGPENDING, int64(rl.SigPending), int64(rl.SigPending)}, {unix.RLIMIT_MSGQUEUE, int64(rl.MsgQueue), int64(rl.MsgQueue)}}
+	return cfg
 }
 
 // receive reads one JSON message of the template's, or says why the
