@@ -77,7 +77,10 @@ func templateSpec(runs *Spec, argv0 []string) *Spec {
 	env, _ := BaseEnv(nil)
 	t := *runs
 	t.Argv = append(slices.Clone(argv0), zygoteFile)
-	t.Env = env
+	// The loader binds every symbol at the template's start, not at a
+	// child's first call, which would write the template's shared
+	// pages in each child (docs/zygote.md).
+	t.Env = append(env, "LD_BIND_NOW=1")
 	t.Files = nil
 	t.RootFiles = []File{
 		{Path: zygoteFile, Data: zygoteSource, Mode: 0o444},
