@@ -206,13 +206,16 @@ def run_init(req, rules, fds, init_binary):
         # microbox's init, with its descriptors where zygote.h wants them
         # (each copied out of the way first: a target may be another's
         # source) and no other; the binary's own is closed by its execve.
-        want = {0: null, 1: null, 2: null, PLAN_FD: ctl, STATUS_FD: ctl,
-                ZYGOTE_GO_FD: go_w, ZYGOTE_START_FD: start_r, ZYGOTE_BINARY_FD: init_binary}
-        high = [(target, fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64)) for target, fd in want.items()]
+        # (Plain loops and positional arguments: a comprehension's function
+        # and keyword parsing write more of the template's pages.)
+        high = []
+        for target, fd in ((0, null), (1, null), (2, null), (PLAN_FD, ctl), (STATUS_FD, ctl),
+                           (ZYGOTE_GO_FD, go_w), (ZYGOTE_START_FD, start_r), (ZYGOTE_BINARY_FD, init_binary)):
+            high.append((target, fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64)))
         for target, fd in high:
-            os.dup2(fd, target, inheritable=target != ZYGOTE_BINARY_FD)
+            os.dup2(fd, target, target != ZYGOTE_BINARY_FD)
         report = STATUS_FD
-        os.closerange(max(want) + 1, 1 << 16)
+        os.closerange(ZYGOTE_BINARY_FD + 1, 1 << 16)
         os.execve(ZYGOTE_BINARY_FD, ["microbox-zygote-init"], {INIT_ENV: ZYGOTE_INIT})
     except BaseException as e:
         os.write(report, STATUS_ERROR + b" zygote: start the run's init: %s\n" % str(e).encode())
