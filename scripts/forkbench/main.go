@@ -17,7 +17,12 @@
 //
 // Bare python3 is `xargs -P JOBS` running `python3 -c CODE` (or `python3
 // FILE`); microbox is `microbox batch --jobs JOBS --zygote` over the same
-// programs. Each variant runs under `perf stat -e task-clock`, which counts
+// programs. (Each microbox run has a cgroup of its own, which the kernel's
+// CPU scheduler weighs as one against each process outside it: on a
+// machine something else loads, microbox's runs then get a larger share of
+// the CPUs than bare python3's processes, and the throughput ratios grow
+// with the load. CPU per run does not depend on that share.) Each variant
+// runs under `perf stat -e task-clock`, which counts
 // the CPU of every process of its tree (the template, each run's PID 1 and
 // program, and the Go supervisor): CPU per run is that over the runs,
 // throughput the runs over the wall time. The table gives both, and their
