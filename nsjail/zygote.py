@@ -34,7 +34,6 @@ import signal
 import socket
 import struct
 import sys
-import threading
 import time
 import types
 
@@ -94,8 +93,11 @@ def template():
     rules = prepare(cfg)
     gc.collect()
     gc.freeze()
+    # (The bootstrap does not import threading: its hook at each fork
+    # would rebuild its state in every child, writing some 130 of the
+    # template's pages; the kernel's count of threads is the one to check.)
     threads = len(os.listdir("/proc/self/task"))
-    if threads != 1 or threading.active_count() != 1:
+    if threads != 1:
         send(ctl, {"error": "%s: the template has %d threads after them (a fork copies only one): "
                    "preload modules that start none" % (",".join(cfg.get("preload") or ()), threads)})
         os._exit(1)
@@ -408,9 +410,12 @@ def exit_status(e):
 
 def finish():
     # What the interpreter does on its way out that os._exit skips: wait
-    # for non-daemon threads, run atexit handlers, flush the streams.
+    # for non-daemon threads (as it does, only if threading was imported),
+    # run atexit handlers, flush the streams.
+    threading = sys.modules.get("threading")
     try:
-        threading._shutdown()
+        if threading is not None:
+            threading._shutdown()
     except BaseException:
         pass
     atexit._run_exitfuncs()
