@@ -28,7 +28,6 @@ import fcntl
 import gc
 import json
 import os
-import random
 import resource
 import signal
 import socket
@@ -430,8 +429,13 @@ def reseed():
     # A fork shares its template's generators: a run must not predict a
     # sibling's random numbers, nor repeat them.
     # (OpenSSL's generator reseeds itself: the template is not pid 2, as
-    # each run's program is, and OpenSSL tells a fork by its pid.)
-    random.seed()
+    # each run's program is, and OpenSSL tells a fork by its pid. The
+    # bootstrap does not import random, whose hook would reseed it in
+    # every child: a run that imports it seeds it afresh, and one whose
+    # preload did has it reseeded by that hook and here.)
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed()
     np = sys.modules.get("numpy")
     if np is not None:
         np.random.seed()
