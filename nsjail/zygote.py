@@ -19,17 +19,20 @@
 # The template never runs a caller's code, and each run is a fresh fork of
 # it: nothing a run does reaches the template or a later run.
 
+import _signal
+import _socket
+import atexit
 import ctypes
 import errno
 import fcntl
 import gc
 import json
 import os
+import resource
 import signal
 import socket
 import struct
 import sys
-import threading
 import time
 import types
 
@@ -67,9 +70,12 @@ def check(ret, what):
 
 
 def template():
+    # The loader read it at the start (nsjail/zygote_template.go); a run
+    # starts from the base environment, which has it not.
+    os.environ.pop("LD_BIND_NOW", None)
     ctl = socket.socket(fileno=0)
-    msg, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 1)
-    cfg = json.loads(msg)
+    msg, fds = recv_fds(ctl, 1 << 16, 1)
+    cfg = parse(msg)
     init_binary = fds[0]  # microbox, for the runs' init
     for name in cfg.get("preload") or ():
         try:
@@ -77,15 +83,20 @@ def template():
         except BaseException as e:
             send(ctl, {"error": "%s: %s: %s" % (name, type(e).__name__, e)})
             os._exit(1)
-    # What every child would otherwise pay for, once: modules the children
-    # use, the compiler's first use, and the collector's walk of the
-    # preloads' objects, which would copy their pages into each child.
-    import random, resource
+    # What every child would otherwise pay for, once: the compiler's first
+    # use, and the collector's walk of the preloads' objects, which would
+    # copy their pages into each child. (The modules the children use are
+    # imported above: an import statement in a child would walk the
+    # import machinery's objects, writing their pages.)
     compile("x = 1", "<warm>", "exec")
+    rules = prepare(cfg)
     gc.collect()
     gc.freeze()
+    # (The bootstrap does not import threading: its hook at each fork
+    # would rebuild its state in every child, writing some 130 of the
+    # template's pages; the kernel's count of threads is the one to check.)
     threads = len(os.listdir("/proc/self/task"))
-    if threads != 1 or threading.active_count() != 1:
+    if threads != 1:
         send(ctl, {"error": "%s: the template has %d threads after them (a fork copies only one): "
                    "preload modules that start none" % (",".join(cfg.get("preload") or ()), threads)})
         os._exit(1)
@@ -96,13 +107,13 @@ def template():
     # SIGCHLD back, before it has children).
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     while True:
-        msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)
+        msg, fds = recv_fds(ctl, 1 << 20, 2)
         if not msg:
             os._exit(0)  # the supervisor closed the socket
-        req = json.loads(msg)
+        req = parse(msg)
         pid = clone(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID)
         if pid == 0:
-            run_init(req, fds, init_binary)
+            run_init(req, rules, fds, init_binary)
         if pid < 0:
             os.write(fds[0], STATUS_ERROR + b" zygote: clone: %s\n" % os.strerror(-pid).encode())
         for fd in fds:
@@ -126,8 +137,32 @@ def quiet():
     os.close(null)
 
 
+# json's own scanner, in C: json.loads's Python-level steps (the bytes'
+# encoding guessed, the decoder's methods) would write, in each child, the
+# pages of their code and objects. The supervisor's JSON has no space
+# around it.
+SCAN = json.scanner.c_make_scanner and json.scanner.c_make_scanner(json.JSONDecoder())
+
+
+def parse(data):
+    text = data.decode()
+    return SCAN(text, 0)[0] if SCAN else json.loads(text)
+
+
 def send(sock, obj):
     sock.send(json.dumps(obj).encode())
+
+
+def recv_fds(sock, bufsize, maxfds, flags=0):
+    # socket.recv_fds without its Python-level wrapping (an array, the
+    # socket module's enums): in a child, each object it touches is a
+    # page copied from the template.
+    msg, anc, _, _ = sock.recvmsg(bufsize, _socket.CMSG_LEN(maxfds * 4), flags)
+    fds = []
+    for level, kind, data in anc:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += struct.unpack("%di" % (len(data) // 4), data[:len(data) - len(data) % 4])
+    return msg, fds
 
 
 def clone(flags):
@@ -136,25 +171,27 @@ def clone(flags):
     # child does not need (it only forks the program, with os.fork, and
     # execs microbox's init); the call keeps the interpreter's lock
     # (PyDLL), which the single-threaded child then holds.
-    ret = pylibc.syscall(SYS_CLONE, ctypes.c_ulong(flags | signal.SIGCHLD), 0, 0, 0, 0)
+    ret = pylibc.syscall(SYS_CLONE, ctypes.c_ulong(flags | _signal.SIGCHLD), 0, 0, 0, 0)
     return -ctypes.get_errno() if ret < 0 else ret
 
 
 # --- the run's PID 1, then its program ---------------------------------------
 
 
-def run_init(req, fds, init_binary):
+def run_init(req, rules, fds, init_binary):
     ctl, run = fds
     report = ctl
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # _signal's, not signal's: its enum wrapping would write the
+        # pages of enum's machinery in every run.
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
         null = os.open("/dev/null", os.O_RDWR)
         os.dup2(null, 0)  # not the template's control socket
         # The supervisor moves PID 1 into the run's cgroup, which the
         # program is then born in; the kernel's credentials on the hello
         # tell it PID 1's pid.
-        hello = socket.socket(fileno=ctl)
-        hello.sendmsg([ZYGOTE_HELLO], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS,
+        hello = _socket.socket(fileno=ctl)
+        hello.sendmsg([ZYGOTE_HELLO], [(_socket.SOL_SOCKET, _socket.SCM_CREDENTIALS,
                                       struct.pack("3i", os.getpid(), os.getuid(), os.getgid()))])
         if hello.recv(len(ZYGOTE_GO)) != ZYGOTE_GO:
             os._exit(EXIT_SANDBOX_ERROR)
@@ -166,30 +203,33 @@ def run_init(req, fds, init_binary):
         if os.fork() == 0:  # pid 2
             for fd in (ctl, go_w, start_r, init_binary, null):
                 os.close(fd)  # so that each ends when its other side does
-            program(req, run, go_r, start_w)
+            program(req, rules, run, go_r, start_w)
         # microbox's init, with its descriptors where zygote.h wants them
         # (each copied out of the way first: a target may be another's
         # source) and no other; the binary's own is closed by its execve.
-        want = {0: null, 1: null, 2: null, PLAN_FD: ctl, STATUS_FD: ctl,
-                ZYGOTE_GO_FD: go_w, ZYGOTE_START_FD: start_r, ZYGOTE_BINARY_FD: init_binary}
-        high = {target: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for target, fd in want.items()}
-        for target, fd in high.items():
-            os.dup2(fd, target, inheritable=target != ZYGOTE_BINARY_FD)
+        # (Plain loops and positional arguments: a comprehension's function
+        # and keyword parsing write more of the template's pages.)
+        high = []
+        for target, fd in ((0, null), (1, null), (2, null), (PLAN_FD, ctl), (STATUS_FD, ctl),
+                           (ZYGOTE_GO_FD, go_w), (ZYGOTE_START_FD, start_r), (ZYGOTE_BINARY_FD, init_binary)):
+            high.append((target, fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64)))
+        for target, fd in high:
+            os.dup2(fd, target, target != ZYGOTE_BINARY_FD)
         report = STATUS_FD
-        os.closerange(max(want) + 1, 1 << 16)
+        os.closerange(ZYGOTE_BINARY_FD + 1, 1 << 16)
         os.execve(ZYGOTE_BINARY_FD, ["microbox-zygote-init"], {INIT_ENV: ZYGOTE_INIT})
     except BaseException as e:
         os.write(report, STATUS_ERROR + b" zygote: start the run's init: %s\n" % str(e).encode())
     os._exit(EXIT_SANDBOX_ERROR)
 
 
-def program(req, run, go_r, start_w):
-    run = socket.socket(fileno=run)
+def program(req, rules, run, go_r, start_w):
+    run = _socket.socket(fileno=run)
     try:
         if os.read(go_r, 1) != ZYGOTE_GO_BYTE:  # the init has made the run's mounts
             raise OSError("the run's init ended before its mounts were made")
         os.close(go_r)
-        sandbox(req)
+        sandbox(req, rules)
         run.send(ZYGOTE_READY)
         spec, fds = receive(run)
         take(spec, fds, run)
@@ -213,8 +253,9 @@ def take(spec, fds, run):
     for fd, target in zip(fds, (0, 1, 2)):
         os.dup2(fd, target)
         os.close(fd)
-    buf = memoryview(bytearray(1 << 16))
+    buf = None  # made for the first file: 64 KiB the run writes
     for path, mode, size in spec["files"] or ():
+        buf = buf or memoryview(bytearray(1 << 16))
         os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
         with open(path, "wb") as f:
             while size > 0:
@@ -230,7 +271,7 @@ def take(spec, fds, run):
 def receive(run):
     # The run: its length, with the program's three descriptors, then its
     # JSON (nsjail/zygote_child.go: zygoteRun.send); its files' bytes follow.
-    head, fds, _, _ = socket.recv_fds(run, 4, 3, socket.MSG_WAITALL)
+    head, fds = recv_fds(run, 4, 3, _socket.MSG_WAITALL)
     if len(head) != 4 or len(fds) != 3:
         raise OSError("no run came")
     n = struct.unpack("<I", head)[0]
@@ -240,10 +281,27 @@ def receive(run):
         if not chunk:
             raise OSError("the run came truncated")
         body += chunk
-    return json.loads(body), fds
+    return parse(body), fds
 
 
-def sandbox(req):
+def prepare(cfg):
+    # What every child applies to itself alike (its sandbox's uid, rlimits
+    # and filter), prepared once per template, not per run: the filter's
+    # program decoded and its sock_fprog built, and every libc function a
+    # child calls looked up (a lookup in the child would write pages it
+    # shares with the template, each then copied).
+    rules = types.SimpleNamespace(sandbox_uid=cfg.get("sandbox_uid"), prog=None,
+                                  rlimits=[tuple(r) for r in cfg.get("rlimits") or ()])
+    if cfg.get("seccomp"):
+        bpf = bytes.fromhex(cfg.get("seccomp"))
+        rules.filter = ctypes.create_string_buffer(bpf, len(bpf))  # kept alive with the struct
+        rules.prog = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(rules.filter))
+    for name in ("unshare", "prctl", "syscall"):
+        getattr(libc, name)
+    return rules
+
+
+def sandbox(req, rules):
     # A cgroup namespace rooted at the run's cgroup, which the program was
     # born in (PID 1's own, made after this fork, is not the program's);
     # the run's own host uid (a slot of the template's map), a user
@@ -256,10 +314,13 @@ def sandbox(req):
     os.setresuid(req["uid"], req["uid"], req["uid"])
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # to write its own maps
     check(libc.unshare(CLONE_NEWUSER), "unshare user")
-    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (req["sandbox_uid"], req["uid"])),
-                       ("gid_map", "%d %d 1" % (req["sandbox_uid"], req["gid"]))):
-        with open("/proc/self/" + name, "w") as f:
-            f.write(text)
+    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (rules.sandbox_uid, req["uid"])),
+                       ("gid_map", "%d %d 1" % (rules.sandbox_uid, req["gid"]))):
+        fd = os.open("/proc/self/" + name, os.O_WRONLY)  # not open(): no io objects made
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
     # The new namespace gave every capability back, the bounding set
     # included: it can only shrink while CAP_SETPCAP is still held.
     for cap in range(64):
@@ -271,23 +332,23 @@ def sandbox(req):
     hdr = struct.pack("II", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
     check(libc.syscall(SYS_CAPSET, hdr, bytes(24)), "capset")
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    import resource
-    for res, soft, hard in req["rlimits"]:
+    for res, soft, hard in rules.rlimits:
         resource.setrlimit(res, (soft, hard))
-    if req["seccomp"]:
-        bpf = bytes.fromhex(req["seccomp"])
-        buf = ctypes.create_string_buffer(bpf, len(bpf))
-        prog = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
-        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0), "seccomp")
+    if rules.prog is not None:
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, rules.prog, 0, 0), "seccomp")
 
 
 def run_main(spec):
     # As `python3 FILE` or `python3 -c CODE` runs its program: a fresh
     # __main__, the run's argv, path and environment, fresh randomness,
     # the same traceback and exit status.
-    os.environ.clear()
-    os.environ.update(kv.split("=", 1) for kv in spec["env"] or ())
-    time.tzset()  # time.tzname and the rest, from the run's TZ
+    # Most runs have the template's environment, to the order: then there
+    # is nothing to write, nor a TZ to read again.
+    env = [tuple(kv.split("=", 1)) for kv in spec["env"] or ()]
+    if list(os.environ.items()) != env:
+        os.environ.clear()
+        os.environ.update(env)
+        time.tzset()  # time.tzname and the rest, from the run's TZ
     if "tempfile" in sys.modules:  # its directory, from the run's TMPDIR
         sys.modules["tempfile"].tempdir = None
     main = types.ModuleType("__main__")
@@ -348,12 +409,14 @@ def exit_status(e):
 
 def finish():
     # What the interpreter does on its way out that os._exit skips: wait
-    # for non-daemon threads, run atexit handlers, flush the streams.
+    # for non-daemon threads (as it does, only if threading was imported),
+    # run atexit handlers, flush the streams.
+    threading = sys.modules.get("threading")
     try:
-        threading._shutdown()
+        if threading is not None:
+            threading._shutdown()
     except BaseException:
         pass
-    import atexit
     atexit._run_exitfuncs()
     for f in (sys.stdout, sys.stderr):
         try:
@@ -366,9 +429,13 @@ def reseed():
     # A fork shares its template's generators: a run must not predict a
     # sibling's random numbers, nor repeat them.
     # (OpenSSL's generator reseeds itself: the template is not pid 2, as
-    # each run's program is, and OpenSSL tells a fork by its pid.)
-    import random
-    random.seed()
+    # each run's program is, and OpenSSL tells a fork by its pid. The
+    # bootstrap does not import random, whose hook would reseed it in
+    # every child: a run that imports it seeds it afresh, and one whose
+    # preload did has it reseeded by that hook and here.)
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed()
     np = sys.modules.get("numpy")
     if np is not None:
         np.random.seed()

@@ -6,7 +6,6 @@ package nsjail
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,14 +46,12 @@ func (t *Template) Fork() (*ZygoteChild, error) {
 	return c, nil
 }
 
-// childRequest is what a child's program needs before its run is known
-// (zygote.py: sandbox); its PID 1 has a plan (zygotePlan).
+// childRequest is what a child's program needs before its run is known,
+// beyond what every child of its template applies alike (templateConfig);
+// its PID 1 has a plan (zygotePlan).
 type childRequest struct {
-	UID        int        `json:"uid"`
-	GID        int        `json:"gid"`
-	SandboxUID int        `json:"sandbox_uid"`
-	Rlimits    [][3]int64 `json:"rlimits"`
-	Seccomp    string     `json:"seccomp"`
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 }
 
 // fork has the template clone the child's PID 1 into new namespaces;
@@ -90,7 +87,7 @@ func (c *ZygoteChild) fork() error {
 		return err
 	}
 	uid := c.slot*slotSize + ProgramUID
-	req, _ := json.Marshal(t.childRequest(uid))
+	req, _ := json.Marshal(childRequest{UID: uid, GID: uid})
 	err = sendmsg(t.ctl, req, unix.UnixRights(ctlTheirs, runTheirs))
 	// Ours no longer: EOF on each then means the child has let go of it
 	// (or the template, dying, never took it).
@@ -121,16 +118,6 @@ func (c *ZygoteChild) fork() error {
 		return fmt.Errorf("send the run's init its plan: %w", err)
 	}
 	return c.ready()
-}
-
-// childRequest is the request for a child whose program's host uid is
-// uid, in the template's terms.
-func (t *Template) childRequest(uid int) childRequest {
-	req := childRequest{UID: uid, GID: uid, SandboxUID: ProgramUID, Seccomp: hex.EncodeToString([]byte(t.key.seccomp))}
-	for _, r := range t.key.rlimits.settings() {
-		req.Rlimits = append(req.Rlimits, [3]int64{int64(r[0]), int64(r[1]), int64(r[1])})
-	}
-	return req
 }
 
 // hello waits for the child's PID 1 to say hello, learns its pid here

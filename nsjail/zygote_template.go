@@ -4,6 +4,7 @@ package nsjail
 // ending it.
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,7 +77,10 @@ func templateSpec(runs *Spec, argv0 []string) *Spec {
 	env, _ := BaseEnv(nil)
 	t := *runs
 	t.Argv = append(slices.Clone(argv0), zygoteFile)
-	t.Env = env
+	// The loader binds every symbol at the template's start, not at a
+	// child's first call, which would write the template's shared
+	// pages in each child (docs/zygote.md).
+	t.Env = append(env, "LD_BIND_NOW=1")
 	t.Files = nil
 	t.RootFiles = []File{
 		{Path: zygoteFile, Data: zygoteSource, Mode: 0o444},
@@ -123,7 +127,7 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 		return fmt.Errorf("open microbox's own binary: %w", err)
 	}
 	defer exe.Close()
-	cfg, _ := json.Marshal(templateConfig{Preload: t.key.Preload()})
+	cfg, _ := json.Marshal(t.config())
 	if err := sendmsg(t.ctl, cfg, unix.UnixRights(int(exe.Fd()))); err != nil {
 		return fmt.Errorf("configure the template: %w", err)
 	}
@@ -136,6 +140,16 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 	}
 	t.Version = ready.Ready
 	return nil
+}
+
+// config is the template's configuration: its preloads, and what each of
+// its children applies to itself, the same for every run of its key.
+func (t *Template) config() templateConfig {
+	cfg := templateConfig{Preload: t.key.Preload(), SandboxUID: ProgramUID, Seccomp: hex.EncodeToString([]byte(t.key.seccomp))}
+	for _, r := range t.key.rlimits.settings() { // as a cold run's plan sets them
+		cfg.Rlimits = append(cfg.Rlimits, [3]int64{int64(r[0]), int64(r[1]), int64(r[1])})
+	}
+	return cfg
 }
 
 // receive reads one JSON message of the template's, or says why the

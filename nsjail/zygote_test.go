@@ -65,6 +65,29 @@ func TestZygoteRun(t *testing.T) {
 	}
 }
 
+// A forked run ends as python3 does: the bootstrap does not import
+// threading, and a program that does has its non-daemon threads waited
+// for before its atexit handlers run, in a main thread that is the main
+// thread.
+func TestZygoteExitWaitsForThreads(t *testing.T) {
+	code := `import atexit, threading, time
+def late():
+    time.sleep(0.2)
+    print("thread")
+atexit.register(print, "atexit")
+threading.Thread(target=late).start()
+print("main", threading.current_thread() is threading.main_thread())`
+	s := zygoteSpec(t, code)
+	tmpl := startTemplate(t, s)
+	if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "main True\nthread\natexit\n" {
+		t.Fatalf("status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+	}
+	s = zygoteSpec(t, `import sys; print("threading" in sys.modules)`)
+	if r := runChild(t, tmpl, s); r.Status != result.StatusOK || r.Stdout != "False\n" {
+		t.Fatalf("a run that imports nothing: status %s stdout %q stderr %q error %v", r.Status, r.Stdout, r.Stderr, deref(r.Error))
+	}
+}
+
 // A run forked from a template holds no capability (the bounding set
 // too), has no_new_privs and the filter, sees only its own processes,
 // cannot reach the template or a sibling, and leaves nothing a later run

@@ -13,9 +13,13 @@ const (
 )
 
 // templateConfig is the supervisor's first message to a template, with
-// this binary's descriptor: the modules it imports first.
+// this binary's descriptor: the modules it imports first, and what each
+// child applies to itself alike (zygote.py: prepare), its key's.
 type templateConfig struct {
-	Preload []string `json:"preload"`
+	Preload    []string   `json:"preload"`
+	SandboxUID int        `json:"sandbox_uid"`
+	Rlimits    [][3]int64 `json:"rlimits"`
+	Seccomp    string     `json:"seccomp"` // the filter's program, in hex
 }
 
 // templateReady is the template's answer, once it has imported them: its

@@ -169,9 +169,12 @@ func (p *WorkerPool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 				}
 				run = retried(run)
 			}
+			tds := newTeardowns() // its runs' teardowns, beside its next runs (teardown.go)
+			defer tds.wait()
 			for it := range todo {
-				p.runItem(ctx, it, run)
-				done <- it
+				d := &deferred{}
+				p.runItem(withDeferred(ctx, d), it, run)
+				tds.after(d, func() *result.Result { return runResult(it) }, func() { done <- it })
 			}
 		})
 	}
@@ -188,7 +191,8 @@ func (p *WorkerPool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 func forkOrRun(zygotes *zygote.TemplatePool, sp *nsjail.Spawner) policy.Runner {
 	run := zygote.Dispatch(zygotes, sp.RunEarly)
 	return func(ctx context.Context, s *nsjail.Spec) *result.Result {
-		return nsjail.Settle(run(ctx, s))
+		res, teardown := run(ctx, s)
+		return settleLater(ctx, res, teardown)
 	}
 }
 
@@ -224,6 +228,14 @@ func pinWorker(cpu int) {
 	var set unix.CPUSet
 	set.Set(cpu)
 	unix.SchedSetaffinity(0, &set)
+}
+
+// runResult is the result of it's run, nil if it has none.
+func runResult(it *Item) *result.Result {
+	if it.Result == nil {
+		return nil
+	}
+	return it.Result.Result
 }
 
 // runItem decodes and runs one task with run; a task that cannot run

@@ -4,10 +4,11 @@
 //
 // The supervisor and the template, on the template's fd 0 (SOCK_SEQPACKET,
 // one JSON object a message):
-//   supervisor: {"preload": [module...]}, with this binary's descriptor
+//   supervisor: {"preload": [module...], "sandbox_uid", "rlimits",
+//               "seccomp"}, with this binary's descriptor
 //   template:   {"ready": version} or {"error": why}
-//   then per child, supervisor: {"uid", "gid", "sandbox_uid", "rlimits",
-//   "seccomp"} with two SOCK_STREAM sockets, ctl and run.
+//   then per child, supervisor: {"uid", "gid"} with two SOCK_STREAM
+//   sockets, ctl and run.
 // The child's PID 1 on ctl: ZYGOTE_HELLO with SCM_CREDENTIALS (its pid);
 // the supervisor answers ZYGOTE_GO once PID 1 is in the run's cgroup, then
 // sends the plan (plan.h, one part); PID 1 writes status lines (status.h).
