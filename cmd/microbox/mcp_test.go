@@ -120,10 +120,10 @@ func TestMCPNodeClient(t *testing.T) {
 }
 
 // The MCP inspector's CLI (scripts/mcpclient, installed with the client)
-// lists the tool with --strict: its schema portability check finds
-// nothing to warn of (no type arrays, no schema that constrains nothing,
-// no remote $ref), so agent frameworks that take one JSON type per
-// property take the tool.
+// lists the tools (run_python, the session tools) with --strict: its
+// schema portability check finds nothing to warn of (no type arrays, no
+// schema that constrains nothing, no remote $ref), so agent frameworks
+// that take one JSON type per property take the tools.
 func TestMCPInspectorStrict(t *testing.T) {
 	dir, _ := filepath.Abs("../../scripts/mcpclient")
 	inspector := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
@@ -149,7 +149,14 @@ func TestMCPInspectorStrict(t *testing.T) {
 	if err := json.Unmarshal(out, &answer); err != nil || code != 0 {
 		t.Fatalf("inspector: exit %d, %v\n%s\n%s", code, err, out, errOut)
 	}
-	if len(answer.Result.Tools) != 1 || answer.Result.Tools[0].Name != "run_python" || answer.Result.Tools[0].OutputSchema == nil {
+	names := map[string]bool{}
+	for _, tool := range answer.Result.Tools {
+		names[tool.Name] = true
+		if tool.InputSchema == nil || tool.OutputSchema == nil {
+			t.Errorf("tool %s lacks an input or output schema", tool.Name)
+		}
+	}
+	if !names["run_python"] || !names["session_run_cell"] {
 		t.Fatalf("the inspector listed %s", out)
 	}
 	if len(answer.SchemaFindings) > 0 || strings.Contains(string(errOut), "Warning:") {

@@ -62,7 +62,9 @@ func TestOpenAPIDocument(t *testing.T) {
 	s := startAPI(t)
 	doc := loadOpenAPI(t, s, nil)
 	for path, methods := range map[string][]string{"/v1/runs": {"POST"}, "/v1/runs/{id}": {"GET", "DELETE"},
-		"/v1/batch": {"POST"}, "/run_code": {"POST"}, "/healthz": {"GET"}, "/openapi.json": {"GET"}} {
+		"/v1/batch": {"POST"}, "/run_code": {"POST"}, "/healthz": {"GET"}, "/openapi.json": {"GET"},
+		"/v1/sessions": {"POST"}, "/v1/sessions/{id}": {"GET", "DELETE"}, "/v1/sessions/{id}/cells": {"POST"},
+		"/v1/sessions/{id}/files": {"GET"}, "/v1/sessions/{id}/files/{path}": {"PUT", "GET", "DELETE"}, "/run_jupyter": {"POST"}} {
 		item := doc.Paths.Value(path)
 		for _, m := range methods {
 			if item == nil || item.GetOperation(m) == nil {
@@ -197,14 +199,14 @@ func (c *openAPICheck) checkLines(route *routers.Route, status int, answer []byt
 
 // The server's answers are what its document says: runs with each kind
 // of verdict, refusals (400, 401, 403, 404, 413, 429), background runs
-// queued, running, killed and done, a batch's lines, /run_code's, health
-// and metrics.
+// queued, running, killed and done, a batch's lines, /run_code's,
+// sessions' and /run_jupyter's (checkSessions), health and metrics.
 func TestOpenAPIAnswers(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	token := "0123456789abcdef0123456789abcdef"
 	os.WriteFile(tokenFile, []byte(token), 0o600)
 	s := startAPI(t, "--http-token-file", tokenFile, "--http-concurrency", "1", "--http-queue", "1",
-		"--http-max-body", "64K", "--max-timeout", "120s")
+		"--http-max-body", "64K", "--max-timeout", "120s", "--max-sessions", "1")
 	auth := http.Header{"Authorization": {"Bearer " + token}}
 	doc := loadOpenAPI(t, s, auth)
 	router, err := legacy.NewRouter(doc)
@@ -251,6 +253,8 @@ func TestOpenAPIAnswers(t *testing.T) {
 	}
 	c.call(http.MethodPost, "/run_code", `{"code": "print(1)", "language": "python", "files": {"a": "%%%"}}`, nil, http.StatusUnprocessableEntity, true)
 	c.call(http.MethodPost, "/run_code", `{"language": "python"}`, nil, http.StatusUnprocessableEntity, false)
+
+	checkSessions(c)
 
 	c.call(http.MethodGet, "/healthz", "", http.Header{}, http.StatusOK, true)
 	c.call(http.MethodGet, "/healthz?live", "", http.Header{}, http.StatusOK, true)

@@ -161,7 +161,7 @@ func (req *runJupyterRequest) run(s *session.Session, total, maxCell time.Durati
 			timeout = c
 		}
 		t, _ := json.Marshal(timeout.Seconds())
-		out, err := s.RunCell(session.CellRequest{Code: &code, Timeout: t})
+		out, err := s.RunCell(session.CellRequest{Code: &code, Timeout: session.Duration(t)})
 		if err != nil {
 			res.Message, driver = err.Error(), "Error"
 			break

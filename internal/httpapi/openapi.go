@@ -11,6 +11,7 @@ package httpapi
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -58,7 +59,28 @@ var sandboxFusionTypes = openapi.Types{Docs: map[reflect.Type]map[string]string{
 	reflect.TypeFor[commandRunResult](): {
 		"status": "Finished, TimeLimitExceeded, or Error (the program did not run).",
 	},
-}}
+	reflect.TypeFor[runJupyterRequest](): {
+		"cells":           "The cells' Python code, run in order in one interpreter.",
+		"cell_timeout":    "Each cell's time limit in seconds; 0: only the total bounds them.",
+		"total_timeout":   "The time limit of all the cells in seconds (default 45).",
+		"kernel":          "python3, the only one.",
+		"memory_limit_MB": "MiB; 0 or less: the server's own limit.",
+		"files":           "Files to write before the first cell, {path: base64 content}.",
+		"fetch_files":     "Files to answer (base64) after the last cell.",
+	},
+	reflect.TypeFor[runJupyterResponse](): {
+		"status": "Success (every cell ran), Failed (a cell ran out of time or the session ended) or SandboxError (microbox's failure).",
+		"driver": "How the cells' run ended: Finished, TimeLimitExceeded or Error.",
+		"cells":  "Each cell run, as Jupyter's outputs.",
+	},
+},
+	// pydantic's lax numbers: a number, or a string that is one
+	// (SandboxFusion documents the number).
+	Marshaled: map[reflect.Type]*openapi3.Schema{
+		reflect.TypeFor[laxFloat](): openapi.Typed(openapi3.TypeNumber),
+		reflect.TypeFor[laxInt]():   openapi.Typed(openapi3.TypeInteger),
+	},
+}
 
 // errorAnswer is every refusal's answer (writeError).
 type errorAnswer struct {
@@ -68,6 +90,7 @@ type errorAnswer struct {
 // schemas are the document's named schemas.
 type schemas struct {
 	task, result, status, batchLine, refusal, runCode, runCodeAnswer, runCodeInvalid, health *openapi3.SchemaRef
+	sessions                                                                                 sessionSchemas
 }
 
 // openAPIDocument is the API's OpenAPI document, as JSON, of the routes
@@ -75,7 +98,7 @@ type schemas struct {
 func openAPIDocument(version string, routes []route) ([]byte, error) {
 	d := openapi.NewDocument(&openapi3.Info{Title: "microbox", Version: version,
 		Description: "microbox's HTTP API: runs of untrusted Python in a Linux-namespace sandbox, each answered with its verdict (the result contract), and SandboxFusion's /run_code. The reference is docs/http-api.md; the MCP tool at /mcp describes itself (tools/list)."},
-		openapi.ResultTypes.With(sandboxFusionTypes))
+		openapi.SessionTypes.With(sandboxFusionTypes))
 	task := openapi.TaskSchema(batch.InAPI)
 	task.Description = "A run: the program and the options it changes (a microbox batch task, less file); the server's defaults apply to the rest, and its ceilings bound the limits. Unknown fields are refused."
 	s := schemas{
@@ -88,13 +111,15 @@ func openAPIDocument(version string, routes []route) ([]byte, error) {
 		runCodeAnswer:  openapi.Answer[runCodeResponse](d, "RunCodeResponse"),
 		runCodeInvalid: openapi.Answer[fusionInvalid](d, "ValidationError"),
 		health:         openapi.Answer[healthAnswer](d, "Health"),
+		sessions:       newSessionSchemas(d),
 	}
 	ops := operations(s)
+	maps.Copy(ops, sessionOperations(s))
 	for _, r := range routes {
 		for _, m := range r.methods {
 			op, ok := ops[m+" "+r.path]
 			if !ok {
-				op = undescribed(s)
+				op = undescribed(s, r.path)
 			}
 			d.Add(m, r.path, op)
 		}
@@ -102,7 +127,7 @@ func openAPIDocument(version string, routes []route) ([]byte, error) {
 	return d.JSON()
 }
 
-// operations describe the routes, by "METHOD PATH".
+// operations describe the routes, by "METHOD PATTERN" (the ServeMux's).
 func operations(s schemas) map[string]*openapi3.Operation {
 	json := func(ref *openapi3.SchemaRef) openapi3.Content { return openapi.Content("application/json", ref) }
 	runID := openapi.PathParam("id", "The run's id, from the answer to POST /v1/runs?wait=false.")
@@ -175,6 +200,12 @@ func operations(s schemas) map[string]*openapi3.Operation {
 				http.StatusOK: openapi.Response("Prometheus's text format.", openapi.Content("text/plain", openapi3.NewSchemaRef("", openapi.Typed(openapi3.TypeString)))),
 			}),
 		},
+		"GET " + fusionPing: {
+			OperationID: "ping", Summary: "SandboxFusion's ping",
+			Responses: withErrors(s, map[int]*openapi3.ResponseRef{
+				http.StatusOK: openapi.Response("\"pong\".", json(openapi3.NewSchemaRef("", openapi.Enum("pong")))),
+			}),
+		},
 		"GET /openapi.json": {
 			OperationID: "openapi", Summary: "This document",
 			Responses: withErrors(s, map[int]*openapi3.ResponseRef{
@@ -184,10 +215,11 @@ func operations(s schemas) map[string]*openapi3.Operation {
 	}
 }
 
-// undescribed is the operation of a route not described above: the
-// answers every route may give.
-func undescribed(s schemas) *openapi3.Operation {
-	return &openapi3.Operation{Summary: "See docs/http-api.md", Responses: withErrors(s, map[int]*openapi3.ResponseRef{
+// undescribed is the operation of a route at pattern not described
+// above: its path's parameters, and the answers every route may give.
+func undescribed(s schemas, pattern string) *openapi3.Operation {
+	params := openapi.PathParams(pattern, func(string) string { return "See docs/http-api.md." })
+	return &openapi3.Operation{Summary: "See docs/http-api.md", Parameters: params, Responses: withErrors(s, map[int]*openapi3.ResponseRef{
 		http.StatusOK: openapi.Response("The answer.", nil),
 	}, http.StatusBadRequest, http.StatusNotFound, http.StatusTooManyRequests, http.StatusServiceUnavailable)}
 }

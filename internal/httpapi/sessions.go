@@ -22,13 +22,13 @@ import (
 
 // sessionRoutes adds the sessions' endpoints to handle.
 func (a *API) sessionRoutes(handle func(string, map[string]http.HandlerFunc)) {
-	handle("/v1/sessions", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postSession))})
-	handle("/v1/sessions/{id}", map[string]http.HandlerFunc{http.MethodGet: a.getSession, http.MethodDelete: a.deleteSession})
-	handle("/v1/sessions/{id}/cells", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postCell))})
-	handle("/v1/sessions/{id}/files", map[string]http.HandlerFunc{http.MethodGet: a.listFiles})
-	handle("/v1/sessions/{id}/files/{path...}", map[string]http.HandlerFunc{
+	handle(sessionsPattern, map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postSession))})
+	handle(sessionPattern, map[string]http.HandlerFunc{http.MethodGet: a.getSession, http.MethodDelete: a.deleteSession})
+	handle(cellsPattern, map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postCell))})
+	handle(filesPattern, map[string]http.HandlerFunc{http.MethodGet: a.listFiles})
+	handle(filePattern, map[string]http.HandlerFunc{
 		http.MethodPut: a.putFile, http.MethodGet: a.getFile, http.MethodDelete: a.deleteFile})
-	handle("/run_jupyter", map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runJupyter))})
+	handle(jupyterPattern, map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runJupyter))})
 }
 
 // sessionMetrics are the sessions' gauge and counts of ends by reason.
@@ -128,7 +128,7 @@ func (a *API) listFiles(w http.ResponseWriter, r *http.Request) {
 		writeSessionError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"files": files, "truncated": truncated})
+	writeJSON(w, http.StatusOK, session.Listing{Files: files, Truncated: truncated})
 }
 
 func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +149,7 @@ func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
 		writeSessionError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": path, "size": len(data)})
+	writeJSON(w, http.StatusOK, session.Written{Path: path, Size: len(data)})
 }
 
 // readFileBody reads a file's raw bytes, at most limit of them.
@@ -201,7 +201,14 @@ func (a *API) deleteFile(w http.ResponseWriter, r *http.Request) {
 		writeSessionError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": r.PathValue("path"), "deleted": true})
+	writeJSON(w, http.StatusOK, session.Deleted{Path: r.PathValue("path"), Deleted: true})
+}
+
+// endedAnswer is the 410 of a request to a session that has ended: why
+// the request failed, and how the session ended.
+type endedAnswer struct {
+	Error   string       `json:"error"`
+	Session session.Info `json:"session"`
 }
 
 // writeSessionError answers a session's error with its status.
@@ -209,7 +216,7 @@ func writeSessionError(w http.ResponseWriter, err error) {
 	var ended *session.EndedError
 	switch {
 	case errors.As(err, &ended):
-		writeJSON(w, http.StatusGone, map[string]any{"error": err.Error(), "session": ended.Info})
+		writeJSON(w, http.StatusGone, endedAnswer{Error: err.Error(), Session: ended.Info})
 	case errors.Is(err, session.ErrBusy):
 		writeError(w, http.StatusTooManyRequests, "%v", err)
 	case errors.Is(err, session.ErrClosed):

@@ -10,40 +10,58 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/microbox/microbox/internal/openapi"
 	"github.com/microbox/microbox/internal/session"
 )
 
+// The tools' inputs; their schemas are reflected from these types
+// (schema.go), described by sessionDocs.
 type createIn struct {
-	Options map[string]any `json:"options,omitempty" jsonschema:"the session's settings, as POST /v1/sessions takes them: mem, cpus, pids, cpu_time, timeout (each cell's), output_limit, tmpfs_size, workdir, env, files, deny_modules, allow_modules, preload, idle_ttl, max_lifetime"`
+	Options session.CreateRequest `json:"options"`
 }
 
 type cellIn struct {
-	SessionID string  `json:"session_id" jsonschema:"the id session_open answered"`
-	Code      string  `json:"code" jsonschema:"Python code; the value of a trailing expression is answered"`
-	Stdin     *string `json:"stdin,omitempty" jsonschema:"the cell's standard input"`
-	Timeout   any     `json:"timeout,omitempty" jsonschema:"the cell's timeout: seconds, or a duration such as \"30s\""`
+	SessionID string `json:"session_id"`
+	session.CellRequest
 }
 
 type fileIn struct {
-	SessionID string `json:"session_id" jsonschema:"the id session_open answered"`
-	Path      string `json:"path" jsonschema:"relative to the session's working directory, e.g. data/input.csv"`
+	SessionID string `json:"session_id"`
+	Path      string `json:"path"`
 }
 
 type uploadIn struct {
-	SessionID     string  `json:"session_id" jsonschema:"the id session_open answered"`
-	Path          string  `json:"path" jsonschema:"relative to the session's working directory, e.g. data/input.csv"`
-	Content       *string `json:"content,omitempty" jsonschema:"the file's text"`
-	ContentBase64 *string `json:"content_base64,omitempty" jsonschema:"the file's bytes, base64 (binary files)"`
+	SessionID     string  `json:"session_id"`
+	Path          string  `json:"path"`
+	Content       *string `json:"content"`
+	ContentBase64 *string `json:"content_base64"`
 }
 
 type closeIn struct {
-	SessionID string `json:"session_id" jsonschema:"the id session_open answered"`
+	SessionID string `json:"session_id"`
 }
+
+// sessionDocs describe the tools' own input and output fields.
+var sessionDocs = openapi.Types{Docs: map[reflect.Type]map[string]string{
+	reflect.TypeFor[createIn](): {"options": "The session's settings, as POST /v1/sessions takes them; absent: the server's defaults."},
+	reflect.TypeFor[cellIn]():   {"session_id": sessionIDDoc},
+	reflect.TypeFor[fileIn]():   {"session_id": sessionIDDoc, "path": pathDoc},
+	reflect.TypeFor[uploadIn](): {"session_id": sessionIDDoc, "path": pathDoc,
+		"content": "The file's text.", "content_base64": "The file's bytes, base64 (binary files)."},
+	reflect.TypeFor[closeIn](): {"session_id": sessionIDDoc},
+	reflect.TypeFor[fileOut](): {"content_base64": "The file's bytes, base64.", "text": "The file's text, when its bytes are UTF-8."},
+}}
+
+const (
+	sessionIDDoc = "The id session_open answered."
+	pathDoc      = "Relative to the session's working directory, e.g. data/input.csv."
+)
 
 // fileOut is a downloaded file: its bytes in base64, and as text when
 // they are UTF-8.
@@ -62,22 +80,27 @@ func addSessionTools(s *mcp.Server, m *session.Manager) {
 	}
 	st := sessionTools{m}
 	mcp.AddTool(s, &mcp.Tool{Name: "session_open", Title: "Open a Python session",
+		InputSchema: inSchema[createIn](), OutputSchema: outSchema[session.Info](),
 		Description: "Start a Python interpreter in an isolated sandbox (no network, read-only root, memory, CPU and time limits) " +
 			"that keeps its state between calls: variables, functions, imports and files persist from one session_run_cell to " +
 			"the next, until session_close, its idle_ttl or its max_lifetime. Answers its id.",
 		Annotations: ann("Open a Python session", false)}, st.open)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_run_cell", Title: "Run a cell in a Python session",
+		InputSchema: inSchema[cellIn]("session_id", "code"), OutputSchema: outSchema[session.CellResult](),
 		Description: "Run Python code in a session's interpreter, as a notebook cell: answers stdout, stderr, the value of " +
 			"a trailing expression, the exception with its traceback, figures (PNG, base64) and status (ok, error, " +
 			"timeout: interrupted and the session kept; ended: the session ended, session.reason says why).",
 		Annotations: ann("Run a cell", false)}, st.cell)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_upload_file", Title: "Upload a file into a Python session",
+		InputSchema: inSchema[uploadIn]("session_id", "path"), OutputSchema: outSchema[session.Written](),
 		Description: "Write a file (text as content, or bytes as content_base64) into the session's working directory.",
 		Annotations: ann("Upload a file", true)}, st.upload)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_download_file", Title: "Download a file from a Python session",
+		InputSchema: inSchema[fileIn]("session_id", "path"), OutputSchema: outSchema[fileOut](),
 		Description: "Read a file of the session's working directory: its bytes in base64, and as text when they are UTF-8.",
 		Annotations: &mcp.ToolAnnotations{Title: "Download a file", ReadOnlyHint: true, OpenWorldHint: &no}}, st.download)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_close", Title: "Close a Python session",
+		InputSchema: inSchema[closeIn]("session_id"), OutputSchema: outSchema[session.Info](),
 		Description: "End the session: its interpreter, files and sandbox are gone.",
 		Annotations: &mcp.ToolAnnotations{Title: "Close a session", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}}, st.close)
 }
@@ -114,11 +137,7 @@ func (st sessionTools) cell(ctx context.Context, _ *mcp.CallToolRequest, in cell
 	if err != nil {
 		return nil, nil, err
 	}
-	req := session.CellRequest{Code: &in.Code, Stdin: in.Stdin}
-	if in.Timeout != nil {
-		req.Timeout, _ = json.Marshal(in.Timeout)
-	}
-	res, err := s.RunCell(req)
+	res, err := s.RunCell(in.CellRequest)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,7 +176,7 @@ func clipEnd(s string) string {
 	return s
 }
 
-func (st sessionTools) upload(_ context.Context, _ *mcp.CallToolRequest, in uploadIn) (*mcp.CallToolResult, map[string]any, error) {
+func (st sessionTools) upload(_ context.Context, _ *mcp.CallToolRequest, in uploadIn) (*mcp.CallToolResult, *session.Written, error) {
 	s, err := st.live(in.SessionID)
 	if err != nil {
 		return nil, nil, err
@@ -176,7 +195,7 @@ func (st sessionTools) upload(_ context.Context, _ *mcp.CallToolRequest, in uplo
 	if err := s.PutFile(in.Path, data); err != nil {
 		return nil, nil, err
 	}
-	return text(fmt.Sprintf("wrote %s (%d bytes)", in.Path, len(data))), map[string]any{"path": in.Path, "size": len(data)}, nil
+	return text(fmt.Sprintf("wrote %s (%d bytes)", in.Path, len(data))), &session.Written{Path: in.Path, Size: len(data)}, nil
 }
 
 func (st sessionTools) download(_ context.Context, _ *mcp.CallToolRequest, in fileIn) (*mcp.CallToolResult, *fileOut, error) {

@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
 )
@@ -79,8 +81,19 @@ func (d *Document) fail(err error) {
 	}
 }
 
-// Add adds an operation at method and path.
-func (d *Document) Add(method, path string, op *openapi3.Operation) {
+// Add adds an operation at method and the path of the ServeMux pattern
+// the server serves it at (Template), whose parameters it must declare.
+func (d *Document) Add(method, pattern string, op *openapi3.Operation) {
+	path, params := Template(pattern)
+	var declared []string
+	for _, p := range op.Parameters {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInPath {
+			declared = append(declared, p.Value.Name)
+		}
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(declared)), slices.Sorted(slices.Values(params))) {
+		d.fail(fmt.Errorf("openapi: %s %s declares the path parameters %v, not its path's %v", method, pattern, declared, params))
+	}
 	if d.t.Paths.Value(path) == nil {
 		d.t.Paths.Set(path, &openapi3.PathItem{})
 	}
@@ -88,6 +101,39 @@ func (d *Document) Add(method, path string, op *openapi3.Operation) {
 		d.fail(fmt.Errorf("openapi: %s %s is described twice", method, path))
 	}
 	d.t.Paths.Value(path).SetOperation(method, op)
+}
+
+// Template is the OpenAPI path template of a ServeMux pattern's path,
+// and the names of its parameters: a wildcard of the rest of the path,
+// {name...}, is {name} (whose slashes a client may write as %2F, which
+// ServeMux decodes), and the end anchor {$} is dropped.
+func Template(pattern string) (string, []string) {
+	segments := strings.Split(pattern, "/")
+	var params []string
+	for i, seg := range segments {
+		if !strings.HasPrefix(seg, "{") || !strings.HasSuffix(seg, "}") {
+			continue
+		}
+		name := strings.TrimSuffix(seg[1:len(seg)-1], "...")
+		if name == "$" {
+			segments[i] = ""
+			continue
+		}
+		segments[i] = "{" + name + "}"
+		params = append(params, name)
+	}
+	return strings.Join(segments, "/"), params
+}
+
+// PathParams are the path parameters of a ServeMux pattern (Template),
+// each described as what describe says of its name.
+func PathParams(pattern string, describe func(name string) string) openapi3.Parameters {
+	_, names := Template(pattern)
+	var params openapi3.Parameters
+	for _, name := range names {
+		params = append(params, PathParam(name, describe(name)))
+	}
+	return params
 }
 
 // Build is the document, or the first error in making it.

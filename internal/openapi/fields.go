@@ -15,9 +15,15 @@ import (
 // its declared fields and no others (the task's decoder refuses unknown
 // keys), "code" required.
 func TaskSchema(where batch.Where) *openapi3.Schema {
+	return FieldsSchema(batch.FieldsIn(where), "code")
+}
+
+// FieldsSchema is the schema of an object of these fields and no others,
+// the keys required among them.
+func FieldsSchema(fields []batch.Field, required ...string) *openapi3.Schema {
 	s := &openapi3.Schema{Type: &openapi3.Types{openapi3.TypeObject}, Properties: openapi3.Schemas{},
-		Required: []string{"code"}, AdditionalProperties: openapi3.AdditionalProperties{Has: new(false)}}
-	for _, f := range batch.FieldsIn(where) {
+		Required: required, AdditionalProperties: openapi3.AdditionalProperties{Has: new(false)}}
+	for _, f := range fields {
 		s.Properties[f.Key] = openapi3.NewSchemaRef("", FieldSchema(f))
 	}
 	return s

@@ -28,9 +28,10 @@ type Types struct {
 	Enums map[reflect.Type][]string
 	// Docs describe a struct type's fields, by JSON key.
 	Docs map[reflect.Type]map[string]string
-	// Marshaled are the schemas of types that write themselves
-	// (json.Marshaler), whose Go fields say nothing of their JSON. Such
-	// a type without one here is an error, not a wrong schema.
+	// Marshaled are the schemas of types that write or read their own
+	// JSON (json.Marshaler, json.Unmarshaler), whose Go fields say
+	// nothing of it. Such a type without one here is an error, not a
+	// wrong schema.
 	Marshaled map[reflect.Type]*openapi3.Schema
 }
 
@@ -71,7 +72,7 @@ func (ts Types) Request(t reflect.Type, required ...string) (*openapi3.Schema, e
 			return nil, fmt.Errorf("openapi: %v has no field %q to require", t, key)
 		}
 		if isOrNull(prop.Value) { // a required field takes a value
-			prop.Value = prop.Value.AnyOf[0].Value
+			prop.Value = notNull(prop.Value)
 		}
 	}
 	s.Required = required
@@ -135,7 +136,10 @@ func without(s *openapi3.Schema, path []*openapi3.Schema) *openapi3.Schema {
 	return &c
 }
 
-var marshaler = reflect.TypeFor[json.Marshaler]()
+var (
+	marshaler   = reflect.TypeFor[json.Marshaler]()
+	unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+)
 
 // customizer makes openapi3gen's schemas those of JSON Schema 2020-12.
 type customizer struct {
@@ -149,14 +153,12 @@ func (ts customizer) customize(_ string, t reflect.Type, _ reflect.StructTag, sc
 	if slices.Contains([]string{"int32", "int64", "float", "double"}, schema.Format) {
 		schema.Format = "" // OpenAPI's formats of Go's numbers, not JSON Schema's
 	}
-	if !ts.decode && reflect.PointerTo(t).Implements(marshaler) {
-		own, ok := ts.Marshaled[t]
-		if !ok {
-			return fmt.Errorf("openapi: %v writes its own JSON (MarshalJSON): declare its schema in Types.Marshaled", t)
-		}
+	if own, ok := ts.Marshaled[t]; ok {
 		nullable := schema.Nullable
 		*schema = *own
 		schema.Nullable = nullable
+	} else if err := ts.ownJSON(t); err != nil {
+		return err
 	}
 	if values, ok := ts.Enums[t]; ok {
 		for _, v := range values {
@@ -171,6 +173,18 @@ func (ts customizer) customize(_ string, t reflect.Type, _ reflect.StructTag, sc
 	if schema.Nullable {
 		schema.Nullable = false
 		*schema = *orNull(schema)
+	}
+	return nil
+}
+
+// ownJSON refuses a type that writes (an answer's) or reads (a
+// request's) its own JSON: its schema must be declared.
+func (ts customizer) ownJSON(t reflect.Type) error {
+	switch p := reflect.PointerTo(t); {
+	case !ts.decode && p.Implements(marshaler):
+		return fmt.Errorf("openapi: %v writes its own JSON (MarshalJSON): declare its schema in Types.Marshaled", t)
+	case ts.decode && p.Implements(unmarshaler):
+		return fmt.Errorf("openapi: %v reads its own JSON (UnmarshalJSON): declare its schema in Types.Marshaled", t)
 	}
 	return nil
 }
@@ -190,7 +204,7 @@ func (ts customizer) object(t reflect.Type, schema *openapi3.Schema) error {
 		nilable := f.typ.Kind() == reflect.Slice || f.typ.Kind() == reflect.Map
 		switch {
 		case f.omitEmpty && !ts.decode && isOrNull(p): // a nil pointer is left out
-			prop.Value = p.AnyOf[0].Value
+			prop.Value = notNull(p)
 		case (ts.decode || !f.omitEmpty) && nilable && !isAny(p):
 			prop.Value = orNull(p)
 		}
@@ -224,18 +238,41 @@ func (ts customizer) checkDocs(fields []jsonField) error {
 	return nil
 }
 
-// orNull is s, or null: two branches of one type each.
+// orNull is s, or null: branches of one type each (s's own branches,
+// when it is an anyOf of them, beside null's).
 func orNull(s *openapi3.Schema) *openapi3.Schema {
+	null := openapi3.NewSchemaRef("", &openapi3.Schema{Type: &openapi3.Types{openapi3.TypeNull}})
+	if s.Type == nil && len(s.AnyOf) > 0 && s.Properties == nil {
+		c := *s
+		c.AnyOf = append(slices.Clip(s.AnyOf), null)
+		return &c
+	}
 	inner := *s
-	return &openapi3.Schema{AnyOf: openapi3.SchemaRefs{
-		openapi3.NewSchemaRef("", &inner),
-		openapi3.NewSchemaRef("", &openapi3.Schema{Type: &openapi3.Types{openapi3.TypeNull}}),
-	}}
+	return &openapi3.Schema{AnyOf: openapi3.SchemaRefs{openapi3.NewSchemaRef("", &inner), null}}
 }
 
 // isOrNull reports whether s is an orNull.
 func isOrNull(s *openapi3.Schema) bool {
-	return len(s.AnyOf) == 2 && s.AnyOf[1].Value.Type.Is(openapi3.TypeNull)
+	n := len(s.AnyOf)
+	return n >= 2 && s.AnyOf[n-1].Value.Type.Is(openapi3.TypeNull)
+}
+
+// notNull is the orNull s less its null, with s's description. Its one
+// other branch is itself when s has none: inline knows a type that holds
+// itself by its schema's address.
+func notNull(s *openapi3.Schema) *openapi3.Schema {
+	rest := s.AnyOf[:len(s.AnyOf)-1]
+	if len(rest) > 1 {
+		out := *s
+		out.AnyOf = slices.Clip(rest)
+		return &out
+	}
+	if s.Description == "" {
+		return rest[0].Value
+	}
+	out := *rest[0].Value
+	out.Description = s.Description
+	return &out
 }
 
 // isAny reports whether s takes any value (json.RawMessage's).

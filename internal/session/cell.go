@@ -18,9 +18,28 @@ const (
 // CellRequest is a cell to run: its code, its stdin, its timeout ("" or
 // absent: the session's).
 type CellRequest struct {
-	Code    *string         `json:"code"`
-	Stdin   *string         `json:"stdin"`
-	Timeout json.RawMessage `json:"timeout"`
+	Code    *string  `json:"code"`
+	Stdin   *string  `json:"stdin"`
+	Timeout Duration `json:"timeout"`
+}
+
+// Duration is a duration as a request gives it, kept as sent: a number
+// of seconds or a string such as "30s" (parseDuration reads it when it is
+// used, and names the key of a wrong one).
+type Duration json.RawMessage
+
+// UnmarshalJSON keeps the value as sent.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	*d = append((*d)[:0], b...)
+	return nil
+}
+
+// MarshalJSON writes the value as sent; null when none was.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	if len(d) == 0 {
+		return []byte("null"), nil
+	}
+	return d, nil
 }
 
 // CellResult is a cell's answer: what a notebook shows of it.
@@ -109,7 +128,7 @@ func (s *Session) cellTimeout(req CellRequest) (time.Duration, error) {
 	case len(req.Timeout) == 0 || string(req.Timeout) == "null":
 		return s.o.cellTimeout, nil
 	}
-	d, err := parseDuration("timeout", req.Timeout)
+	d, err := parseDuration("timeout", json.RawMessage(req.Timeout))
 	if err != nil {
 		return 0, err
 	}

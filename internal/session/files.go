@@ -17,6 +17,25 @@ type FileInfo struct {
 	Type string `json:"type"`
 }
 
+// Listing is the answer to a listing of a session's files: the entries,
+// and whether there were more than it holds.
+type Listing struct {
+	Files     []FileInfo `json:"files"`
+	Truncated bool       `json:"truncated"`
+}
+
+// Written is the answer to a file written: its path and size in bytes.
+type Written struct {
+	Path string `json:"path"`
+	Size int    `json:"size"`
+}
+
+// Deleted is the answer to a file deleted.
+type Deleted struct {
+	Path    string `json:"path"`
+	Deleted bool   `json:"deleted"`
+}
+
 // Errors of the file operations besides bad input and the session's end.
 var (
 	ErrNotFound = errors.New("no such file in the session's working directory")

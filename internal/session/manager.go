@@ -179,6 +179,34 @@ func (m *Manager) Create(ctx context.Context, body []byte) (*Session, error) {
 var sessionKeys = []string{"workdir", "files", "env", "mem", "timeout", "cpu_time", "cpus", "pids",
 	"output_limit", "tmpfs_size", "deny_modules", "allow_modules", "guard", "preload"}
 
+// ownFields are the keys a create request takes beside the task's.
+var ownFields = []batch.Field{
+	{Key: "idle_ttl", Kind: batch.KindDuration,
+		Doc: "End the session after this long without a request: seconds, or a duration such as \"10m\"; at most the server's ceiling, its default."},
+	{Key: "max_lifetime", Kind: batch.KindDuration,
+		Doc: "End the session this long after it started, whatever it is doing: seconds, or a duration; at most the server's ceiling, its default."},
+}
+
+// CreateRequest is a create request's JSON object (Create's body): the
+// keys CreateFields declares.
+type CreateRequest map[string]json.RawMessage
+
+// CreateFields are the keys a create request takes: the task's of
+// sessionKeys (their timeout is each cell's) and the session's own.
+func CreateFields() []batch.Field {
+	var fields []batch.Field
+	for _, f := range batch.Fields {
+		if !slices.Contains(sessionKeys, f.Key) {
+			continue
+		}
+		if f.Key == "timeout" {
+			f.Doc = "Each cell's wall-clock limit, unless the cell gives its own: seconds, or a duration; at most the server's ceiling."
+		}
+		fields = append(fields, f)
+	}
+	return append(fields, ownFields...)
+}
+
 func init() {
 	for _, k := range sessionKeys {
 		if !slices.ContainsFunc(batch.Fields, func(f batch.Field) bool { return f.Key == k }) {
@@ -204,7 +232,7 @@ type options struct {
 // options reads a create request: the session's own keys (idle_ttl,
 // max_lifetime) and the task keys it takes, each bounded by its ceiling.
 func (m *Manager) options(body []byte) (*options, error) {
-	var raw map[string]json.RawMessage
+	var raw CreateRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if len(bytes.TrimSpace(body)) > 0 {
 		if err := dec.Decode(&raw); err != nil {
@@ -247,7 +275,7 @@ func (m *Manager) value(name string) float64 { return m.cfg.Limits.Value(name, m
 
 // duration reads key of raw as a duration (a string such as "5m", or
 // seconds), at most ceiling's value most; def when absent.
-func (m *Manager) duration(raw map[string]json.RawMessage, key, ceiling string, most time.Duration) (time.Duration, error) {
+func (m *Manager) duration(raw CreateRequest, key, ceiling string, most time.Duration) (time.Duration, error) {
 	v, ok := raw[key]
 	if !ok {
 		return most, nil
