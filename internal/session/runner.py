@@ -23,6 +23,7 @@ import struct
 import sys
 import threading
 import traceback
+import types
 
 OP_CELL, OP_PUT, OP_GET, OP_DELETE, OP_LIST = "cell", "put", "get", "delete", "list"
 MAX_LISTED = 10000
@@ -150,6 +151,20 @@ def figures():
 
 
 cells = 0
+
+
+def cells_main():
+    """The cells' globals: those of a fresh module that takes __main__'s
+    place in sys.modules, as a notebook's namespace does, so that what a
+    cell defines is found by name (pickle, and so multiprocessing's pools,
+    look functions up in sys.modules["__main__"]). The runner's own
+    functions keep its module's globals."""
+    global RUNNER
+    RUNNER = sys.modules["__main__"]  # kept alive: its functions' globals
+    main = types.ModuleType("__main__")
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    return main.__dict__
 
 
 def run_cell(req, g):
@@ -299,7 +314,7 @@ def main():
             return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     send({"ready": sys.version.split()[0]})
-    g = {"__name__": "__main__", "__builtins__": __builtins__}
+    g = cells_main()
     ops = {OP_PUT: put, OP_GET: get, OP_DELETE: delete, OP_LIST: listing}
     while True:
         req = recv()

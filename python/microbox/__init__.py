@@ -10,7 +10,7 @@ check_correctness is a drop-in for human-eval's, check_stdio and check_mbpp
 give a verdict per test case, and run_batch streams many tasks through one
 `microbox batch` process. With $MICROBOX_URL (a `microbox serve --http`
 server), runs go to the server directly; execute_code_async is the asyncio
-form.
+form, and Session keeps one interpreter's state across cells.
 """
 
 from .client import (
@@ -24,8 +24,11 @@ from .client import (
     find_microbox,
     run_batch,
 )
+from .session import AsyncSession, CellResult, Session, SessionEnded
 
 __all__ = [
+    "AsyncSession",
+    "CellResult",
     "ExecutionResult",
     "MicroboxError",
     "check_correctness",
@@ -35,5 +38,7 @@ __all__ = [
     "execute_code_async",
     "find_microbox",
     "run_batch",
+    "Session",
+    "SessionEnded",
 ]
 __version__ = "0.1.0"

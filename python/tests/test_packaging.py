@@ -27,7 +27,7 @@ class WheelTest(unittest.TestCase):
         with zipfile.ZipFile(os.path.join(self.dir, name)) as z:
             names = set(z.namelist())
             for f in ("microbox/__init__.py", "microbox/client.py", "microbox/humaneval_harness.py",
-                      "microbox/humaneval_judge.json", "microbox/mbpp_harness.py",
+                      "microbox/humaneval_judge.json", "microbox/mbpp_harness.py", "microbox/session.py",
                       "microbox-0.1.0.dist-info/METADATA", "microbox-0.1.0.dist-info/WHEEL"):
                 self.assertIn(f, names)
             meta = z.read("microbox-0.1.0.dist-info/METADATA").decode()

@@ -99,7 +99,9 @@ type options struct {
 	microbox string
 	run      *regexp.Regexp
 	verbose  bool
-	zygote   bool // every case through a server, forked from a zygote's template
+	zygote   bool   // every case through a server, forked from a zygote's template
+	session  bool   // every Python case as a session's second cell (session.go)
+	server   string // the server build, for -session
 }
 
 func main() {
@@ -123,6 +125,8 @@ func parseFlags() (*options, error) {
 	sel := flag.String("run", "", "only run cases whose name (without .py or .c) matches this regular expression")
 	verbose := flag.Bool("v", false, "print microbox's output for every failed case")
 	zygote := flag.Bool("zygote", false, "run every case as `microbox exec --zygote` through a `microbox serve` the harness starts, so each forks from a warm interpreter")
+	session := flag.Bool("session", false, "run every Python case as the second cell of a session of a `microbox-server serve --http` the harness starts (C cases are skipped)")
+	server := flag.String("server", "bin/microbox-server", "the server build, for -session")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -131,11 +135,22 @@ func parseFlags() (*options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-run: %w", err)
 	}
-	o := &options{run: re, verbose: *verbose, zygote: *zygote}
+	if *session && *zygote {
+		return nil, errors.New("-session and -zygote: give one")
+	}
+	o := &options{run: re, verbose: *verbose, zygote: *zygote, session: *session}
+	if *session {
+		if o.server, err = filepath.Abs(*server); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(o.server); err != nil {
+			return nil, fmt.Errorf("-server: %w (build it with: make build)", err)
+		}
+	}
 	if o.corpus, err = filepath.Abs(*corpus); err != nil {
 		return nil, err
 	}
-	if *cCorpus != "" {
+	if *cCorpus != "" && !*session { // a cell is Python
 		if o.cCorpus, err = filepath.Abs(*cCorpus); err != nil {
 			return nil, err
 		}
@@ -162,8 +177,12 @@ func run(opts *options) (int, error) {
 	defer h.fx.cleanup()
 	h.handleSignals()
 	before := snapshotHost()
-	if opts.zygote {
-		stop, err := h.startServer()
+	if opts.zygote || opts.session {
+		start := h.startServer
+		if opts.session {
+			start = h.startHTTPServer
+		}
+		stop, err := start()
 		if err != nil {
 			return 0, err
 		}
@@ -567,6 +586,7 @@ type harness struct {
 	// in-process) and how to stop it, once.
 	socket     string
 	stopServer func()
+	api        string // with -session: the HTTP API's URL
 }
 
 // startServer starts `microbox serve` on a socket of the harness's own,
@@ -674,6 +694,10 @@ func (h *harness) runCase(c *testCase) *caseResult {
 	eventsBefore := h.fx.eventCount()
 	res := &caseResult{}
 	for i := 1; i <= c.repeat; i++ {
+		if h.api != "" {
+			res.reasons = append(res.reasons, h.sessionRun(c)...)
+			continue
+		}
 		out := h.execute(c)
 		res.outputs = append(res.outputs, out)
 		prefix := ""
