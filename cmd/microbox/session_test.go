@@ -392,11 +392,14 @@ func TestHTTPSessionFigures(t *testing.T) {
 func TestHTTPSessionForgedReplies(t *testing.T) {
 	s := startAPI(t)
 	for name, forge := range map[string]string{
-		"too large": "os.write(m.CTL, struct.pack('>I', 0xfffffff0))",
-		"not JSON":  "os.write(m.CTL, struct.pack('>I', 3) + b'{{{')",
+		"too large": "os.write(CTL, struct.pack('>I', 0xfffffff0))",
+		"not JSON":  "os.write(CTL, struct.pack('>I', 3) + b'{{{')",
 	} {
 		id, hold := s.openSession(t, `{"mem": "64M"}`)
-		r := s.cell(t, id, map[string]any{"code": "import os, struct, sys\nm = sys.modules['__main__']\n" + forge})
+		// The cell finds the runner's control descriptor up its stack,
+		// as hostile code would (its own __main__ is the cells').
+		find := "import os, struct, sys\nf = sys._getframe()\nwhile 'CTL' not in f.f_globals: f = f.f_back\nCTL = f.f_globals['CTL']\n"
+		r := s.cell(t, id, map[string]any{"code": find + forge})
 		if r.Status != session.CellEnded || r.Session.Reason != session.ReasonError {
 			t.Errorf("%s: %+v", name, r)
 		}
