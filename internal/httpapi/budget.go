@@ -29,10 +29,16 @@ func newBodyBudget(budget, maxBody int64, timeout time.Duration) *bodyBudget {
 // time a body takes to arrive by the timeout, for handlers that read it
 // themselves (the MCP SDK's), so that a share is never held without end.
 func (b *bodyBudget) limit(next http.Handler) http.HandlerFunc {
+	return b.limitTo(next, func(*http.Request) int64 { return b.maxBody })
+}
+
+// limitTo is limit for bodies bounded by most(r) rather than the largest
+// body (a session's file, by its file cap): their share is up to that.
+func (b *bodyBudget) limitTo(next http.Handler, most func(*http.Request) int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		n := b.maxBody
+		n := most(r)
 		if r.ContentLength >= 0 {
-			n = min(r.ContentLength, b.maxBody)
+			n = min(r.ContentLength, n)
 		}
 		if !b.take(n) {
 			w.Header().Set("Connection", "close") // the body is not read

@@ -27,7 +27,7 @@ func (a *API) sessionRoutes(handle func(string, map[string]http.HandlerFunc)) {
 	handle(cellsPattern, map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postCell))})
 	handle(filesPattern, map[string]http.HandlerFunc{http.MethodGet: a.listFiles})
 	handle(filePattern, map[string]http.HandlerFunc{
-		http.MethodPut: a.putFile, http.MethodGet: a.getFile, http.MethodDelete: a.deleteFile})
+		http.MethodPut: a.bodies.limitTo(http.HandlerFunc(a.putFile), a.fileCap), http.MethodGet: a.getFile, http.MethodDelete: a.deleteFile})
 	handle(jupyterPattern, map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runJupyter))})
 }
 
@@ -150,6 +150,17 @@ func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, session.Written{Path: path, Size: len(data)})
+}
+
+// fileCap is the largest file r's session takes, its body's share of
+// the body budget: a PUT holds its file in the server's memory while it
+// waits for the session, whose earlier requests may take a while. No
+// live session: none (the handler answers 404 or 410, the body unread).
+func (a *API) fileCap(r *http.Request) int64 {
+	if s, _, _ := a.sessions.Get(r.PathValue("id")); s != nil {
+		return s.FileCap()
+	}
+	return 0
 }
 
 // readFileBody reads a file's raw bytes, at most limit of them.

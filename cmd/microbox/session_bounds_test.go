@@ -1,0 +1,69 @@
+package main
+
+// Tests of the server's bounds against a hostile caller of sessions:
+// what a caller sends to a session's files is held within the server's
+// --http-body-budget, like any other body.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// File bodies that do not finish (PUT /v1/sessions/{id}/files/{path})
+// hold no more than --http-body-budget: past it they are refused at once
+// with 429, their bodies unread. Without it each PUT's file was read
+// into memory whatever the others held, before it waited for its
+// session: 24 callers held 24 files.
+func TestHTTPSessionFileBodyBudget(t *testing.T) {
+	const maxFile, sent = 8 << 20, 7 << 20
+	s := startAPI(t, "--http-max-body", "8M", "--max-session-file-bytes", "8M", "--http-read-timeout", "60s")
+	id := s.createSession(t, `{}`)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	reading := 0 // requests whose bodies the server reads
+	conns := make([]net.Conn, 24)
+	for i := range conns {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = conn
+		defer conn.Close()
+		wg.Go(func() {
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			head := fmt.Sprintf("PUT /v1/sessions/%s/files/f%d HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n", id, i, maxFile)
+			if _, err := io.WriteString(conn, head+strings.Repeat("x", sent)); err != nil {
+				return // refused: the server closed the connection
+			}
+			conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() { // no answer: the server waits for the rest
+				mu.Lock()
+				reading++
+				mu.Unlock()
+			} else if err == nil && resp.StatusCode != http.StatusTooManyRequests {
+				t.Errorf("an unfinished file was answered %s", resp.Status)
+			}
+		})
+	}
+	wg.Wait()
+	if reading > 2 {
+		t.Errorf("the server read %d unfinished files of 8 MiB at once, over its body budget of 16 MiB", reading)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	waitFor(t, "the budget back once the callers left", func() bool {
+		code, _ := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/last", "x", nil)
+		return code == http.StatusOK
+	})
+}
