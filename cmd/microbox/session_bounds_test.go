@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,4 +67,30 @@ func TestHTTPSessionFileBodyBudget(t *testing.T) {
 		code, _ := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/last", "x", nil)
 		return code == http.StatusOK
 	})
+}
+
+// /run_jupyter's fetch_files are bounded as a run's fetch is: at most
+// --max-fetch names, and --max-fetch-bytes of files in the answer, which
+// holds them all at once; past it a file is left out, as one not there
+// is. Hard links gave one file of the scratch area as many names as the
+// caller liked: 8 names of 30 MB grew the server 1.4 GB.
+func TestHTTPRunJupyterFetchBounds(t *testing.T) {
+	s := startAPI(t, "--max-fetch", "4", "--max-fetch-bytes", "1M")
+	names := []string{"big", "h1", "h2", "h3"}
+	cell := "import os\nopen('big', 'wb').write(b'a' * 600000)\nfor n in ('h1', 'h2', 'h3'): os.link('big', n)"
+	req, _ := json.Marshal(map[string]any{"cells": []string{cell}, "fetch_files": names})
+	code, answer := s.post(t, "/run_jupyter", string(req))
+	var res struct {
+		Status string
+		Files  map[string]string
+	}
+	if code != http.StatusOK || json.Unmarshal(answer, &res) != nil || res.Status != "Success" {
+		t.Fatalf("run_jupyter: %d %.300s", code, answer)
+	}
+	if len(res.Files) != 1 {
+		t.Errorf("run_jupyter fetched %d files of 600000 bytes within --max-fetch-bytes 1M, want 1", len(res.Files))
+	}
+	req, _ = json.Marshal(map[string]any{"cells": []string{"1"}, "fetch_files": append(names, "h4")})
+	code, answer = s.post(t, "/run_jupyter", string(req))
+	wantError(t, code, answer, http.StatusBadRequest, "fetch_files names 5 files, over this server's ceiling 4")
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +85,11 @@ func (a *API) runJupyter(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "cell_timeout %v is over this server's ceiling %v: ask for at most that, or start the server with --max-timeout", c, maxCell)
 		return
 	}
+	limits, base := a.cfg.Service.Limits, a.cfg.Service.Base
+	if most := int(limits.Value("fetch", base)); len(req.FetchFiles) > most {
+		writeError(w, http.StatusBadRequest, "%s", limits.Over(fmt.Sprintf("fetch_files names %d files,", len(req.FetchFiles)), "fetch", strconv.Itoa(most)))
+		return
+	}
 	s, err := a.sessions.Create(context.WithoutCancel(r.Context()), create)
 	if err != nil {
 		if errors.Is(err, session.ErrBusy) || session.IsBadInput(err) {
@@ -100,7 +106,7 @@ func (a *API) runJupyter(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, req.run(s, total, maxCell))
+	writeJSON(w, http.StatusOK, req.run(s, total, maxCell, int64(limits.Value("fetch-bytes", base))))
 }
 
 // session checks the request and is the session it asks for: its total
@@ -143,10 +149,12 @@ func decodeFiles(files map[string]string) (map[string][]byte, error) {
 	return out, nil
 }
 
-// run runs the cells in order within total, and fetches the files.
-// A cell's timeout is its cell_timeout, else what is left of the total,
-// within the server's ceiling maxCell.
-func (req *runJupyterRequest) run(s *session.Session, total, maxCell time.Duration) runJupyterResponse {
+// run runs the cells in order within total, and fetches the files,
+// fetchBytes of them at most (the answer holds them all at once, and
+// hard links make many names of one file): one past it is left out, as
+// a file not there is. A cell's timeout is its cell_timeout, else what
+// is left of the total, within the server's ceiling maxCell.
+func (req *runJupyterRequest) run(s *session.Session, total, maxCell time.Duration, fetchBytes int64) runJupyterResponse {
 	began := time.Now()
 	res := runJupyterResponse{Status: "Success", Cells: []jupyterCell{}, Files: map[string]string{}}
 	driver := "Finished"
@@ -176,8 +184,12 @@ func (req *runJupyterRequest) run(s *session.Session, total, maxCell time.Durati
 		}
 	}
 	for _, path := range req.FetchFiles {
-		if data, err := s.GetFile(path); err == nil {
+		if _, done := res.Files[path]; done {
+			continue
+		}
+		if data, err := s.GetFile(path); err == nil && int64(len(data)) <= fetchBytes {
 			res.Files[path] = base64.StdEncoding.EncodeToString(data)
+			fetchBytes -= int64(len(data))
 		}
 	}
 	secs := time.Since(began).Seconds()
