@@ -94,3 +94,24 @@ func TestHTTPRunJupyterFetchBounds(t *testing.T) {
 	code, answer = s.post(t, "/run_jupyter", string(req))
 	wantError(t, code, answer, http.StatusBadRequest, "fetch_files names 5 files, over this server's ceiling 4")
 }
+
+// A file near --max-session-file-bytes comes out of a session of the
+// default memory whole, the session alive: its interpreter wrote its
+// reply as four copies of the file (bytes, base64, JSON, the frame)
+// beside the file in the scratch area, and the memory limit ended the
+// session (410) instead.
+func TestHTTPSessionGetLargeFile(t *testing.T) {
+	const size = 60 << 20
+	s := startAPI(t, "--max-mem", "256M")
+	id := s.createSession(t, `{"mem": "256M"}`)
+	if r := s.cell(t, id, map[string]any{"code": fmt.Sprintf("open('big', 'wb').write(bytes(range(256)) * %d)", size/256)}); r.Status != "ok" {
+		t.Fatalf("write the file: %+v", r)
+	}
+	code, answer := s.do(t, http.MethodGet, "/v1/sessions/"+id+"/files/big", "", nil)
+	if code != http.StatusOK || len(answer) != size || answer[size-1] != 255 || answer[1000] != byte(1000%256) {
+		t.Fatalf("GET a file of %d bytes: %d, %d bytes %.200q", size, code, len(answer), answer)
+	}
+	if r := s.cell(t, id, map[string]any{"code": "6 * 7"}); r.Value == nil || *r.Value != "42" {
+		t.Errorf("the session after the file: %+v", r)
+	}
+}
