@@ -115,3 +115,23 @@ func TestHTTPSessionGetLargeFile(t *testing.T) {
 		t.Errorf("the session after the file: %+v", r)
 	}
 }
+
+// A reply a cell's code writes to the wire itself, even one that echoes
+// its request's seq, cannot answer a later request: the real reply it
+// leaves behind ends the session (410) instead of answering the next
+// request (a file's GET answered 200 with a cell's reply: no bytes).
+func TestHTTPSessionForgedReplyLeftBehind(t *testing.T) {
+	s := startAPI(t)
+	id := s.createSession(t, `{"mem": "64M"}`)
+	if code, answer := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/f", "the file", nil); code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, answer)
+	}
+	forge := "import os, struct, sys, json\nf = sys._getframe()\nwhile f.f_code.co_name != 'main': f = f.f_back\n" +
+		"b = json.dumps({'seq': f.f_locals['req'].get('seq'), 'stdout': 'forged'}).encode()\n" +
+		"os.write(f.f_globals['CTL'], struct.pack('>I', len(b)) + b)"
+	s.cell(t, id, map[string]any{"code": forge})
+	code, answer := s.do(t, http.MethodGet, "/v1/sessions/"+id+"/files/f", "", nil)
+	if code != http.StatusGone || !strings.Contains(string(answer), "answered another request") {
+		t.Errorf("GET after a forged reply: %d %q, want 410: the session ended", code, answer)
+	}
+}

@@ -104,6 +104,10 @@ func (s *Session) RunCell(req CellRequest) (*CellResult, error) {
 		res.Status, res.Session = CellEnded, s.info
 		return res, nil
 	}
+	if s.answers(r.Seq) != nil {
+		res.Status, res.Session = CellEnded, s.info
+		return res, nil
+	}
 	s.fill(res, &r)
 	switch {
 	case interrupted:

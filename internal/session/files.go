@@ -145,6 +145,9 @@ func (s *Session) fileOp(req request) (*fileReply, error) {
 		s.end(ReasonError, "the interpreter's reply to a file operation is not one: "+clip(err.Error(), 200))
 		return nil, s.ended()
 	}
+	if err := s.answers(r.Seq); err != nil {
+		return nil, err
+	}
 	switch r.Error {
 	case "":
 		return &r, nil

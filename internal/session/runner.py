@@ -9,7 +9,7 @@
 # fd 0 is a stream socket to the supervisor; each message is a frame, a
 # 4-byte big-endian length then that many bytes of one JSON object. The
 # supervisor sends a config first, the runner answers ready (or error),
-# then each request gets exactly one answer, in order.
+# then each request gets exactly one answer, in order, with its "seq".
 import ast
 import base64
 import errno
@@ -57,7 +57,7 @@ def recv():
 
 def send(msg):
     if isinstance(msg.get("data"), bytes):
-        return send_file(msg["data"])
+        return send_file(msg["seq"], msg["data"])
     data = json.dumps(msg).encode()
     write_all(struct.pack(">I", len(data)) + data)
 
@@ -71,12 +71,12 @@ def write_all(data):
 FILE_CHUNK = 3 << 16  # a multiple of 3: its base64 has no padding
 
 
-def send_file(data):
+def send_file(seq, data):
     """A get's reply, {"data": base64}, its base64 written as it is made:
     made whole, then as JSON, it took four copies of the file besides the
     file itself in the scratch area, and a file at the server's cap ended
     a session of the default memory."""
-    head, tail = b'{"data":"', b'"}'
+    head, tail = b'{"seq":%d,"data":"' % seq, b'"}'
     write_all(struct.pack(">I", len(head) + 4 * ((len(data) + 2) // 3) + len(tail)) + head)
     view = memoryview(data)
     for i in range(0, len(data), FILE_CHUNK):
@@ -352,6 +352,7 @@ def main():
                 reply = {"error": "unknown op %r" % op}
         except KeyboardInterrupt:  # SIGINT just as the cell ended
             reply = {"error": {"name": "KeyboardInterrupt", "value": "", "traceback": "KeyboardInterrupt\n"}}
+        reply["seq"] = req.get("seq")
         send(reply)
 
 

@@ -56,6 +56,7 @@ type Session struct {
 	cgroup  *cgroup.Options // its limits; nil without a cgroup
 
 	req sync.Mutex // one request at a time, in order on the wire
+	seq uint64     // the last request's, under req
 
 	mu       sync.Mutex
 	reason   string // why it ends; "" while it lives
@@ -353,6 +354,8 @@ func (s *Session) done() {
 // it is interrupted (interrupted true) and has InterruptGrace more; a
 // request that still has no reply ends the session.
 func (s *Session) exchange(req request, timeout time.Duration) (reply []byte, interrupted bool, err error) {
+	s.seq++
+	req.Seq = s.seq
 	s.held.Control.SetWriteDeadline(time.Now().Add(timeout))
 	if err := writeFrame(s.held.Control, req); err != nil {
 		s.end(ReasonError, "the interpreter did not take a request: "+err.Error())
@@ -386,6 +389,16 @@ func (s *Session) got(b []byte, ok, interrupted bool) ([]byte, bool, error) {
 		return nil, interrupted, s.ended()
 	}
 	return b, interrupted, nil
+}
+
+// answers ends the session unless a reply echoes the last request's
+// seq.
+func (s *Session) answers(seq uint64) error {
+	if seq != s.seq {
+		s.end(ReasonError, errOtherReply.Error())
+		return s.ended()
+	}
+	return nil
 }
 
 // clip is s cut to at most n bytes, valid UTF-8.

@@ -5,7 +5,7 @@ package session
 // interpreter's fd 0, a stream socket, each message is a frame of a
 // 4-byte big-endian length and one JSON object. The supervisor sends a
 // config, the interpreter answers ready; then each request gets exactly
-// one reply, in order. Every reply is the session's, whose code controls
+// one reply, in order, which echoes its seq. Every reply is the session's, whose code controls
 // the interpreter: readFrame bounds it, and replies are checked before
 // anything of them is answered (cell.go, files.go).
 
@@ -43,6 +43,7 @@ type ready struct {
 // operation (Path; Data for put, Limit for get).
 type request struct {
 	Op          string  `json:"op"`
+	Seq         uint64  `json:"seq"` // the session's count of requests, which its reply echoes
 	Code        string  `json:"code,omitempty"`
 	Stdin       *string `json:"stdin,omitempty"`
 	OutputLimit int64   `json:"output_limit,omitempty"`
@@ -54,6 +55,7 @@ type request struct {
 // cellReply is a cell's reply: its output, the value of its trailing
 // expression (repr), what it displayed, and its exception.
 type cellReply struct {
+	Seq             uint64              `json:"seq"`
 	Stdout          string              `json:"stdout"`
 	Stderr          string              `json:"stderr"`
 	StdoutTruncated bool                `json:"stdout_truncated"`
@@ -66,11 +68,18 @@ type cellReply struct {
 // fileReply is a file operation's reply: Error ("not_found", "too_large"
 // or the system's words), the file's bytes (get), the listing (list).
 type fileReply struct {
+	Seq       uint64     `json:"seq"`
 	Error     string     `json:"error"`
 	Data      []byte     `json:"data"`
 	Files     []FileInfo `json:"files"`
 	Truncated bool       `json:"truncated"`
 }
+
+// errOtherReply is a reply that does not echo its request's seq: the
+// session's code wrote a reply of its own to the wire, and the real one
+// would answer the next request (a file's GET answered 200 with a
+// cell's reply, empty).
+var errOtherReply = errors.New("the interpreter answered another request than the one asked (its code wrote to the wire)")
 
 // errFrameTooLarge is a reply over its bound: the interpreter broke the
 // wire.
