@@ -69,13 +69,13 @@ func TestHTTPSessionFileBodyBudget(t *testing.T) {
 	})
 }
 
-// /run_jupyter's fetch_files are bounded as a run's fetch is: at most
-// --max-fetch names, and --max-fetch-bytes of files in the answer, which
+// /run_jupyter's files and fetch_files are bounded as a run's are: at
+// most --max-files files in, --max-fetch names out, and --max-fetch-bytes of files in the answer, which
 // holds them all at once; past it a file is left out, as one not there
 // is. Hard links gave one file of the scratch area as many names as the
 // caller liked: 8 names of 30 MB grew the server 1.4 GB.
 func TestHTTPRunJupyterFetchBounds(t *testing.T) {
-	s := startAPI(t, "--max-fetch", "4", "--max-fetch-bytes", "1M")
+	s := startAPI(t, "--max-fetch", "4", "--max-fetch-bytes", "1M", "--max-files", "2")
 	names := []string{"big", "h1", "h2", "h3"}
 	cell := "import os\nopen('big', 'wb').write(b'a' * 600000)\nfor n in ('h1', 'h2', 'h3'): os.link('big', n)"
 	req, _ := json.Marshal(map[string]any{"cells": []string{cell}, "fetch_files": names})
@@ -93,6 +93,9 @@ func TestHTTPRunJupyterFetchBounds(t *testing.T) {
 	req, _ = json.Marshal(map[string]any{"cells": []string{"1"}, "fetch_files": append(names, "h4")})
 	code, answer = s.post(t, "/run_jupyter", string(req))
 	wantError(t, code, answer, http.StatusBadRequest, "fetch_files names 5 files, over this server's ceiling 4")
+	req, _ = json.Marshal(map[string]any{"cells": []string{"1"}, "files": map[string]string{"a": "", "b": "", "c": ""}})
+	code, answer = s.post(t, "/run_jupyter", string(req))
+	wantError(t, code, answer, http.StatusBadRequest, "files has 3 files, over this server's ceiling 2")
 }
 
 // A file near --max-session-file-bytes comes out of a session of the

@@ -86,6 +86,10 @@ func (a *API) runJupyter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limits, base := a.cfg.Service.Limits, a.cfg.Service.Base
+	if most := int(limits.Value("files", base)); len(req.Files) > most {
+		writeError(w, http.StatusBadRequest, "%s", limits.Over(fmt.Sprintf("files has %d files,", len(req.Files)), "files", strconv.Itoa(most)))
+		return
+	}
 	if most := int(limits.Value("fetch", base)); len(req.FetchFiles) > most {
 		writeError(w, http.StatusBadRequest, "%s", limits.Over(fmt.Sprintf("fetch_files names %d files,", len(req.FetchFiles)), "fetch", strconv.Itoa(most)))
 		return
