@@ -360,10 +360,20 @@ func TestMCPSessionTools(t *testing.T) {
 	if out := call("session_download_file", map[string]any{"session_id": id, "path": "in/all.bin"}); out["content_base64"] != b64 {
 		t.Errorf("download: %v", out)
 	}
+	// Downloads are bounded below the session's file cap: an MCP answer
+	// holds a file several times over. Text comes only for small files.
+	call("session_run_cell", map[string]any{"session_id": id, "code": "open('big', 'w').write('a' * (8 << 20) + 'a'); open('mid', 'w').write('b' * (2 << 20))"})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "session_download_file", Arguments: map[string]any{"session_id": id, "path": "big"}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "over the 8388608 bytes") {
+		t.Errorf("a download past the MCP cap: %+v %v", res, err)
+	}
+	if out := call("session_download_file", map[string]any{"session_id": id, "path": "mid"}); out["size"] != float64(2<<20) || out["text"] != nil {
+		t.Errorf("a 2 MiB download: size %v, text given %v", out["size"], out["text"] != nil)
+	}
 	if out := call("session_close", map[string]any{"session_id": id}); out["reason"] != "deleted" {
 		t.Errorf("close: %v", out)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "session_run_cell", Arguments: map[string]any{"session_id": id, "code": "x"}})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "session_run_cell", Arguments: map[string]any{"session_id": id, "code": "x"}})
 	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "has ended (deleted") {
 		t.Errorf("a cell after the close: %+v %v", res, err)
 	}

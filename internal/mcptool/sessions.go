@@ -63,8 +63,19 @@ const (
 	pathDoc      = "Relative to the session's working directory, e.g. data/input.csv."
 )
 
+// MaxDownload is the most bytes session_download_file answers: an MCP
+// answer holds the file as base64, maybe as escaped JSON text (up to six
+// bytes a byte), and the SDK copies it more than once, so a file of the
+// session's cap (64M) could cost the server gigabytes. maxDownloadText is
+// the most it also answers as text; maxDownloads calls read at once.
+const (
+	MaxDownload     = 8 << 20
+	maxDownloadText = 1 << 20
+	maxDownloads    = 2
+)
+
 // fileOut is a downloaded file: its bytes in base64, and as text when
-// they are UTF-8.
+// they are UTF-8 and at most maxDownloadText.
 type fileOut struct {
 	Path          string  `json:"path"`
 	Size          int     `json:"size"`
@@ -78,7 +89,7 @@ func addSessionTools(s *mcp.Server, m *session.Manager) {
 	ann := func(title string, destructive bool) *mcp.ToolAnnotations {
 		return &mcp.ToolAnnotations{Title: title, DestructiveHint: &destructive, OpenWorldHint: &no}
 	}
-	st := sessionTools{m}
+	st := sessionTools{m: m, downloads: make(chan struct{}, maxDownloads)}
 	mcp.AddTool(s, &mcp.Tool{Name: "session_open", Title: "Open a Python session",
 		InputSchema: inSchema[createIn](), OutputSchema: outSchema[session.Info](),
 		Description: "Start a Python interpreter in an isolated sandbox (no network, read-only root, memory, CPU and time limits) " +
@@ -105,7 +116,10 @@ func addSessionTools(s *mcp.Server, m *session.Manager) {
 		Annotations: &mcp.ToolAnnotations{Title: "Close a session", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}}, st.close)
 }
 
-type sessionTools struct{ m *session.Manager }
+type sessionTools struct {
+	m         *session.Manager
+	downloads chan struct{} // session_download_file calls reading (maxDownloads)
+}
 
 func (st sessionTools) open(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, *session.Info, error) {
 	body, err := json.Marshal(in.Options)
@@ -203,12 +217,17 @@ func (st sessionTools) download(_ context.Context, _ *mcp.CallToolRequest, in fi
 	if err != nil {
 		return nil, nil, err
 	}
-	data, err := s.GetFile(in.Path)
+	st.downloads <- struct{}{}
+	defer func() { <-st.downloads }()
+	data, err := s.GetFileUpTo(in.Path, MaxDownload)
+	if errors.Is(err, session.ErrTooLarge) {
+		return nil, nil, fmt.Errorf("%s is over the %d bytes a file may have through MCP (its answer holds it several times over): read it in a cell in pieces, or fetch it with GET /v1/sessions/{id}/files/{path}", in.Path, MaxDownload)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	out := &fileOut{Path: in.Path, Size: len(data), ContentBase64: base64.StdEncoding.EncodeToString(data)}
-	if utf8.Valid(data) {
+	if len(data) <= maxDownloadText && utf8.Valid(data) {
 		t := string(data)
 		out.Text = &t
 	}

@@ -86,11 +86,19 @@ func (s *Session) PutFile(path string, data []byte) error {
 
 // GetFile reads path, a regular file of at most the file cap.
 func (s *Session) GetFile(path string) ([]byte, error) {
-	r, err := s.fileOp(request{Op: opGet, Path: path, Limit: s.o.fileCap})
+	return s.GetFileUpTo(path, s.o.fileCap)
+}
+
+// GetFileUpTo reads path, a regular file of at most most bytes (and the
+// file cap): a front end whose answer costs many times the file bounds
+// it lower.
+func (s *Session) GetFileUpTo(path string, most int64) ([]byte, error) {
+	most = min(most, s.o.fileCap)
+	r, err := s.fileOp(request{Op: opGet, Path: path, Limit: most})
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(r.Data)) > s.o.fileCap { // the interpreter's word is not enough
+	if int64(len(r.Data)) > most { // the interpreter's word is not enough
 		return nil, ErrTooLarge
 	}
 	return r.Data, nil
