@@ -164,6 +164,53 @@ func TestMCPInspectorStrict(t *testing.T) {
 	}
 }
 
+// The session tools through the MCP inspector's CLI, a real client that
+// connects afresh for each call: over the API's /mcp, a session opened by
+// one call keeps its state for the next, and is gone once closed.
+func TestMCPInspectorSessions(t *testing.T) {
+	dir, _ := filepath.Abs("../../scripts/mcpclient")
+	inspector := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
+	if _, err := os.Stat(inspector); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the MCP inspector is not installed in CI: scripts/deps runs npm ci in %s", dir)
+		}
+		t.Skipf("the MCP inspector is not installed: run npm ci in %s (scripts/deps does)", dir)
+	}
+	s := startAPI(t)
+	home := t.TempDir() // the inspector's catalog goes under HOME
+	call := func(tool string, args ...string) map[string]any {
+		t.Helper()
+		argv := []string{"--cli", s.url + "/mcp", "--transport", "http", "--method", "tools/call", "--tool-name", tool, "--format", "json"}
+		for _, a := range args {
+			argv = append(argv, "--tool-arg", a)
+		}
+		cmd := exec.Command(inspector, argv...)
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		out, errOut, code := runCmd(t, cmd)
+		var answer struct {
+			Result struct {
+				IsError           bool           `json:"isError"`
+				StructuredContent map[string]any `json:"structuredContent"`
+			}
+		}
+		if err := json.Unmarshal(out, &answer); err != nil || code != 0 || answer.Result.IsError {
+			t.Fatalf("inspector %s: exit %d, %v\n%s\n%s", tool, code, err, out, errOut)
+		}
+		return answer.Result.StructuredContent
+	}
+	id, _ := call("session_open", `options={"mem": "128M"}`)["id"].(string)
+	if id == "" {
+		t.Fatal("session_open answered no id")
+	}
+	call("session_run_cell", "session_id="+id, "code=x = 41")
+	if out := call("session_run_cell", "session_id="+id, "code=x + 1"); out["value"] != "42" {
+		t.Errorf("the second call's cell: %v", out)
+	}
+	if out := call("session_close", "session_id="+id); out["reason"] != "deleted" {
+		t.Errorf("close: %v", out)
+	}
+}
+
 // mcpPipe is a `microbox mcp` process spoken to a line at a time.
 type mcpPipe struct {
 	cmd     *exec.Cmd
