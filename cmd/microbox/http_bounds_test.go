@@ -132,36 +132,9 @@ func TestHTTPBodyBudget(t *testing.T) {
 	s := startAPI(t, "--http-max-body", "8M", "--http-read-timeout", "60s")
 	s.runTask(t, `{"code": "print(1)"}`)
 	before := statusKiB(s.pid(), "VmHWM")
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	reading := 0 // requests whose bodies the server reads
-	conns := make([]net.Conn, 24)
-	for i := range conns {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = conn
-		defer conn.Close()
-		wg.Go(func() {
-			conn.SetDeadline(time.Now().Add(30 * time.Second))
-			head := fmt.Sprintf("POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n{\"code\": \"", maxBody)
-			if _, err := io.WriteString(conn, head+strings.Repeat("x", sent)); err != nil {
-				return // refused: the server closed the connection
-			}
-			conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // no answer: the server waits for the rest
-				mu.Lock()
-				reading++
-				mu.Unlock()
-			} else if err == nil && resp.StatusCode != http.StatusTooManyRequests {
-				t.Errorf("an unfinished body was answered %s", resp.Status)
-			}
-		})
-	}
-	wg.Wait()
+	reading, conns := unfinishedBodies(t, s, 24, sent, func(int) string {
+		return fmt.Sprintf("POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n{\"code\": \"", maxBody)
+	})
 	grown := (statusKiB(s.pid(), "VmHWM") - before) << 10
 	if bound := int64(2*maxBody + 16<<20); grown > bound {
 		t.Errorf("24 unfinished bodies of 8 MiB grew the server %d MiB, over the budget's bound of %d MiB", grown>>20, bound>>20)
@@ -277,4 +250,41 @@ func TestHTTPRunsBackToBackNeverBusy(t *testing.T) {
 			t.Fatalf("run %d of a caller running one at a time: %d %s", i+1, code, body)
 		}
 	}
+}
+
+// unfinishedBodies sends n requests at once, each head(i) and then sent
+// bytes of a body it never finishes, and counts those the server goes on
+// reading (no answer within 2 s), returning the connections for the
+// test to close (they close when it ends anyway); one answered otherwise
+// than 429 is an error.
+func unfinishedBodies(t *testing.T, s *apiServer, n, sent int, head func(i int) string) (reading int, conns []net.Conn) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range n {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conns = append(conns, conn)
+		wg.Go(func() {
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.WriteString(conn, head(i)+strings.Repeat("x", sent)); err != nil {
+				return // refused: the server closed the connection
+			}
+			conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() { // no answer: the server waits for the rest
+				mu.Lock()
+				reading++
+				mu.Unlock()
+			} else if err == nil && resp.StatusCode != http.StatusTooManyRequests {
+				t.Errorf("an unfinished body was answered %s", resp.Status)
+			}
+		})
+	}
+	wg.Wait()
+	return reading, conns
 }

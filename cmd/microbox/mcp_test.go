@@ -125,14 +125,7 @@ func TestMCPNodeClient(t *testing.T) {
 // schema that constrains nothing, no remote $ref), so agent frameworks
 // that take one JSON type per property take the tools.
 func TestMCPInspectorStrict(t *testing.T) {
-	dir, _ := filepath.Abs("../../scripts/mcpclient")
-	inspector := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
-	if _, err := os.Stat(inspector); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the MCP inspector is not installed in CI: scripts/deps runs npm ci in %s", dir)
-		}
-		t.Skipf("the MCP inspector is not installed: run npm ci in %s (scripts/deps does)", dir)
-	}
+	inspector := mcpInspector(t)
 	cmd := exec.Command(inspector, "--cli", microbox, "mcp", "--method", "tools/list", "--strict", "--format", "json")
 	// Its catalog goes under HOME: a directory of the test's own.
 	cmd.Env = append(os.Environ(), "MICROBOX_ROOTFS=", "HOME="+t.TempDir())
@@ -168,14 +161,7 @@ func TestMCPInspectorStrict(t *testing.T) {
 // connects afresh for each call: over the API's /mcp, a session opened by
 // one call keeps its state for the next, and is gone once closed.
 func TestMCPInspectorSessions(t *testing.T) {
-	dir, _ := filepath.Abs("../../scripts/mcpclient")
-	inspector := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
-	if _, err := os.Stat(inspector); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the MCP inspector is not installed in CI: scripts/deps runs npm ci in %s", dir)
-		}
-		t.Skipf("the MCP inspector is not installed: run npm ci in %s (scripts/deps does)", dir)
-	}
+	inspector := mcpInspector(t)
 	s := startAPI(t)
 	home := t.TempDir() // the inspector's catalog goes under HOME
 	call := func(tool string, args ...string) map[string]any {
@@ -209,6 +195,21 @@ func TestMCPInspectorSessions(t *testing.T) {
 	if out := call("session_close", "session_id="+id); out["reason"] != "deleted" {
 		t.Errorf("close: %v", out)
 	}
+}
+
+// mcpInspector is the MCP inspector's CLI that scripts/mcpclient pins;
+// the test skips where it is not installed, except in CI.
+func mcpInspector(t *testing.T) string {
+	t.Helper()
+	dir, _ := filepath.Abs("../../scripts/mcpclient")
+	inspector := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
+	if _, err := os.Stat(inspector); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the MCP inspector is not installed in CI: scripts/deps runs npm ci in %s", dir)
+		}
+		t.Skipf("the MCP inspector is not installed: run npm ci in %s (scripts/deps does)", dir)
+	}
+	return inspector
 }
 
 // mcpPipe is a `microbox mcp` process spoken to a line at a time.

@@ -5,17 +5,11 @@ package main
 // --http-body-budget, like any other body.
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // File bodies that do not finish (PUT /v1/sessions/{id}/files/{path})
@@ -27,36 +21,9 @@ func TestHTTPSessionFileBodyBudget(t *testing.T) {
 	const maxFile, sent = 8 << 20, 7 << 20
 	s := startAPI(t, "--http-max-body", "8M", "--max-session-file-bytes", "8M", "--http-read-timeout", "60s")
 	id := s.createSession(t, `{}`)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	reading := 0 // requests whose bodies the server reads
-	conns := make([]net.Conn, 24)
-	for i := range conns {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = conn
-		defer conn.Close()
-		wg.Go(func() {
-			conn.SetDeadline(time.Now().Add(30 * time.Second))
-			head := fmt.Sprintf("PUT /v1/sessions/%s/files/f%d HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n", id, i, maxFile)
-			if _, err := io.WriteString(conn, head+strings.Repeat("x", sent)); err != nil {
-				return // refused: the server closed the connection
-			}
-			conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // no answer: the server waits for the rest
-				mu.Lock()
-				reading++
-				mu.Unlock()
-			} else if err == nil && resp.StatusCode != http.StatusTooManyRequests {
-				t.Errorf("an unfinished file was answered %s", resp.Status)
-			}
-		})
-	}
-	wg.Wait()
+	reading, conns := unfinishedBodies(t, s, 24, sent, func(i int) string {
+		return fmt.Sprintf("PUT /v1/sessions/%s/files/f%d HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n", id, i, maxFile)
+	})
 	if reading > 2 {
 		t.Errorf("the server read %d unfinished files of 8 MiB at once, over its body budget of 16 MiB", reading)
 	}
