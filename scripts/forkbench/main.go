@@ -21,12 +21,24 @@
 // CPU scheduler weighs as one against each process outside it: on a
 // machine something else loads, microbox's runs then get a larger share of
 // the CPUs than bare python3's processes, and the throughput ratios grow
-// with the load. CPU per run does not depend on that share.) Each variant
-// runs under `perf stat -e task-clock`, which counts
-// the CPU of every process of its tree (the template, each run's PID 1 and
-// program, and the Go supervisor): CPU per run is that over the runs,
-// throughput the runs over the wall time. The table gives both, and their
-// ratios to bare python3 in the same round (medians over -rounds).
+// with the load. CPU per run does not depend on that share.)
+//
+// CPU per run is the machine's busy time over the variant's runs, from
+// /proc/stat: every process of the variant (the template, each run's PID 1
+// and program, the Go supervisor, xargs and python3) and the kernel threads
+// that work for them (a network namespace's teardown runs in a kernel
+// worker after its last process exits, so a per-process count would miss
+// it). The machine's background rate, read over -idle before each run, is
+// subtracted, and the count goes on for -tail after the variant exits, for
+// the teardowns still queued. So the bench wants a quiet machine: it prints
+// the load average and the background it subtracted. With -perf, each
+// variant also runs a second time under `perf stat -e task-clock`, which
+// counts the processes of its tree only; perf's per-process counters cost
+// each fork and exit, more for microbox's three processes a run than for
+// bare python3's one, which is why they are not the main figure.
+// Throughput is the runs over the wall time of the run without perf. The
+// table gives each figure and its ratio to bare python3's in the same
+// round (medians over -rounds).
 //
 // It only reports (Markdown on stdout): it never fails because something
 // is slow, only when a run fails.
@@ -51,6 +63,8 @@ import (
 type config struct {
 	microbox, baseline, python, datasets string
 	n, jobs, rounds                      int
+	idle, tail                           time.Duration
+	perf                                 bool
 }
 
 func main() {
@@ -62,6 +76,9 @@ func main() {
 	flag.IntVar(&cfg.n, "n", 300, "print(1) and numpy runs per workload")
 	flag.IntVar(&cfg.jobs, "jobs", 2, "runs at a time, for every variant")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds; each runs every variant once, in a rotating order")
+	flag.DurationVar(&cfg.idle, "idle", time.Second, "how long the machine's background busy rate is read before each run")
+	flag.DurationVar(&cfg.tail, "tail", 300*time.Millisecond, "how long the count goes on after a variant exits (kernel workers still tearing down its namespaces)")
+	flag.BoolVar(&cfg.perf, "perf", false, "also run each variant under perf stat -e task-clock and report its tree's CPU")
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "forkbench:", err)
@@ -91,8 +108,8 @@ func run(cfg config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if _, err := exec.LookPath("perf"); err != nil {
-		return fmt.Errorf("perf counts each variant's CPU: install it (Debian: linux-perf): %w", err)
+	if _, err := exec.LookPath("perf"); cfg.perf && err != nil {
+		return fmt.Errorf("-perf: install perf (Debian: linux-perf): %w", err)
 	}
 	ws, err := workloads(cfg, dir)
 	if err != nil {
@@ -114,45 +131,142 @@ func run(cfg config) error {
 
 	fmt.Printf("Command: `go run ./scripts/forkbench %s`; %s, load average %s.\n\n",
 		strings.Join(os.Args[1:], " "), cpuModel(), loadAverage())
-	fmt.Printf("| workload | variant | runs/s | ratio | CPU ms per run | ratio |\n| --- | --- | ---: | ---: | ---: | ---: |\n")
+	head := "| workload | variant | runs/s | ratio | CPU ms per run | ratio |"
+	rule := "| --- | --- | ---: | ---: | ---: | ---: |"
+	if cfg.perf {
+		head += " perf task-clock ms per run | ratio |"
+		rule += " ---: | ---: |"
+	}
+	fmt.Printf("%s\n%s\n", head, rule)
+	var background []float64
 	for _, w := range ws {
-		if err := measure(cfg, w, vs); err != nil {
+		bg, err := measure(cfg, w, vs)
+		if err != nil {
 			return err
 		}
+		background = append(background, bg...)
 	}
+	fmt.Printf("\nBackground subtracted from the CPU per run: median %.0f ms of CPU a second (%d readings of %s).\n",
+		median(background), len(background), cfg.idle)
 	return nil
 }
 
 // measure runs every variant of w -rounds times and prints the medians.
-func measure(cfg config, w workload, vs []variant) error {
+// It returns the background rates it read.
+func measure(cfg config, w workload, vs []variant) ([]float64, error) {
 	rate := make([][]float64, len(vs))
 	cpu := make([][]float64, len(vs))
+	task := make([][]float64, len(vs))
+	var background []float64
 	runs := float64(len(w.argv))
 	for round := range cfg.rounds {
 		for i := range vs {
 			k := (i + round) % len(vs)
-			wall, cpuMs, err := perfRun(vs[k], w)
+			m, err := busyRun(cfg, vs[k], w)
 			if err != nil {
-				return fmt.Errorf("%s, %s: %w", w.name, vs[k].name, err)
+				return nil, fmt.Errorf("%s, %s: %w", w.name, vs[k].name, err)
 			}
-			rate[k] = append(rate[k], runs/wall)
-			cpu[k] = append(cpu[k], cpuMs/runs)
+			background = append(background, m.background)
+			rate[k] = append(rate[k], runs/m.wall)
+			cpu[k] = append(cpu[k], m.cpuMs/runs)
+			if cfg.perf {
+				ms, err := perfRun(vs[k], w)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %s under perf: %w", w.name, vs[k].name, err)
+				}
+				task[k] = append(task[k], ms/runs)
+			}
 		}
 	}
 	for i, v := range vs {
 		r, c := median(rate[i]), median(cpu[i])
-		fmt.Printf("| %s | %s | %.0f | %.2f× | %.2f | %.2f× |\n", w.name, v.name, r, r/median(rate[0]), c, c/median(cpu[0]))
+		fmt.Printf("| %s | %s | %.0f | %.2f× | %.2f | %.2f× |", w.name, v.name, r, r/median(rate[0]), c, c/median(cpu[0]))
+		if cfg.perf {
+			t := median(task[i])
+			fmt.Printf(" %.2f | %.2f× |", t, t/median(task[0]))
+		}
+		fmt.Println()
 	}
-	return nil
+	return background, nil
 }
 
-// perfRun runs v's command for w under perf stat, and gives its wall
-// seconds and the CPU milliseconds of its whole tree.
-func perfRun(v variant, w workload) (wall, cpuMs float64, err error) {
+// A measurement is one run of a variant: its wall seconds, the machine's
+// CPU milliseconds it cost, and the background rate subtracted (CPU
+// milliseconds a second).
+type measurement struct {
+	wall, cpuMs, background float64
+}
+
+// busyRun reads the machine's background busy rate for cfg.idle, then
+// runs v's command for w and counts the machine's busy time from its start
+// to cfg.tail after its exit, less the background over that span.
+func busyRun(cfg config, v variant, w workload) (measurement, error) {
+	b0, err := machineBusyMs()
+	if err != nil {
+		return measurement{}, err
+	}
+	idleStart := time.Now()
+	time.Sleep(cfg.idle)
+	b1, err := machineBusyMs()
+	if err != nil {
+		return measurement{}, err
+	}
+	background := (b1 - b0) / time.Since(idleStart).Seconds()
+	cmd := v.cmd(w)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return measurement{}, fmt.Errorf("%v: %.300s", err, out.String())
+	}
+	wall := time.Since(start).Seconds()
+	if err := v.ok(out.Bytes(), w); err != nil {
+		return measurement{}, err
+	}
+	time.Sleep(cfg.tail)
+	b2, err := machineBusyMs()
+	if err != nil {
+		return measurement{}, err
+	}
+	span := time.Since(start).Seconds()
+	return measurement{wall: wall, cpuMs: b2 - b1 - background*span, background: background}, nil
+}
+
+// machineBusyMs is the CPU time the machine has spent busy since boot, in
+// milliseconds: /proc/stat's user, nice, system, irq, softirq and steal
+// (everything but idle and iowait) over every CPU.
+func machineBusyMs() (float64, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var ticks float64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		ticks += v
+	}
+	return ticks * 1000 / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/stat: 100 on every Linux
+// architecture Go supports (the kernel fixes it for user space).
+const clockTicks = 100
+
+// perfRun runs v's command for w under perf stat and gives the CPU
+// milliseconds of its whole tree.
+func perfRun(v variant, w workload) (float64, error) {
 	cmd := v.cmd(w)
 	stat, err := os.CreateTemp("", "forkbench-perf-")
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer os.Remove(stat.Name())
 	stat.Close()
@@ -160,25 +274,22 @@ func perfRun(v variant, w workload) (wall, cpuMs float64, err error) {
 	cmd.Path, _ = exec.LookPath("perf")
 	var out bytes.Buffer
 	cmd.Stdout = &out
-	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("%v: %.300s", err, out.String())
+		return 0, fmt.Errorf("%v: %.300s", err, out.String())
 	}
-	wall = time.Since(start).Seconds()
 	if err := v.ok(out.Bytes(), w); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	text, err := os.ReadFile(stat.Name())
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	for _, line := range strings.Split(string(text), "\n") {
 		if f := strings.Split(line, ","); len(f) > 2 && f[2] == "task-clock" {
-			cpuMs, err = strconv.ParseFloat(f[0], 64)
-			return wall, cpuMs, err
+			return strconv.ParseFloat(f[0], 64)
 		}
 	}
-	return 0, 0, fmt.Errorf("perf stat gave no task-clock: %s", text)
+	return 0, fmt.Errorf("perf stat gave no task-clock: %s", text)
 }
 
 // bare runs each program as python3 would be run by hand, -jobs at a time.
