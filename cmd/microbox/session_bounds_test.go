@@ -5,11 +5,17 @@ package main
 // --http-body-budget, like any other body.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/microbox/microbox/result"
 )
 
 // File bodies that do not finish (PUT /v1/sessions/{id}/files/{path})
@@ -103,5 +109,30 @@ func TestHTTPSessionForgedReplyLeftBehind(t *testing.T) {
 	code, answer := s.do(t, http.MethodGet, "/v1/sessions/"+id+"/files/f", "", nil)
 	if code != http.StatusGone || !strings.Contains(string(answer), "answered another request") {
 		t.Errorf("GET after a forged reply: %d %q, want 410: the session ended", code, answer)
+	}
+}
+
+// A session's largest file fits in the body budget, which holds a PUT's
+// file whole while it waits: a default budget grows to it, and a budget
+// given below it is refused at start-up. Before, a file between the two
+// got 429 on every try, however long the caller waited.
+func TestHTTPSessionFileFitsBodyBudget(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "exec.sock")
+	// A server that starts anyway is ended: the test then fails, not hangs.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, microbox, "serve", "--socket", socket, "--http", "127.0.0.1:0",
+		"--http-max-body", "1M", "--http-body-budget", "2M", "--max-session-file-bytes", "3M")
+	_, errOut, code := runCmd(t, cmd)
+	msg := strings.TrimSpace(string(errOut))
+	if code != result.ExitSandboxError || strings.Contains(msg, "\n") ||
+		!strings.Contains(msg, "--http-body-budget 2M is below --max-session-file-bytes") || !strings.Contains(msg, "raise --http-body-budget") {
+		t.Errorf("a body budget below the session file ceiling: exit %d, %q; want %d and one line naming both flags and the fix", code, msg, result.ExitSandboxError)
+	}
+	s := startAPI(t, "--http-max-body", "1M", "--max-session-file-bytes", "3M")
+	id := s.createSession(t, `{}`)
+	file := strings.Repeat("x", 5<<19) // 2.5 MiB: over the default budget of twice --http-max-body
+	if code, answer := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/big", file, nil); code != http.StatusOK {
+		t.Errorf("PUT of a 2.5 MiB file under --max-session-file-bytes 3M: %d %.300s", code, answer)
 	}
 }

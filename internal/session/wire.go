@@ -11,6 +11,7 @@ package session
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -96,7 +97,10 @@ func writeFrame(w io.Writer, v any) error {
 	return err
 }
 
-// readFrame reads one frame's JSON, refusing one over max bytes.
+// readFrame reads one frame's JSON, refusing one over max bytes. The
+// buffer grows with the bytes that really arrive: the announced length is
+// the interpreter's word, and an interpreter that announces max and sends
+// little must not cost the server max bytes.
 func readFrame(r *bufio.Reader, max int64) ([]byte, error) {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -106,9 +110,15 @@ func readFrame(r *bufio.Reader, max int64) ([]byte, error) {
 	if n > max {
 		return nil, fmt.Errorf("%w: %d bytes, over the %d this session allows", errFrameTooLarge, n, max)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
+	var body bytes.Buffer
+	body.Grow(int(min(n, frameChunk)))
+	if got, err := body.ReadFrom(io.LimitReader(r, n)); err != nil {
 		return nil, err
+	} else if got < n {
+		return nil, io.ErrUnexpectedEOF
 	}
-	return body, nil
+	return body.Bytes(), nil
 }
+
+// frameChunk is what readFrame sets aside before a frame's bytes arrive.
+const frameChunk = 64 << 10

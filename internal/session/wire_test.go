@@ -1,7 +1,13 @@
 package session
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -30,5 +36,31 @@ func TestCheckPath(t *testing.T) {
 		if err := CheckPath(p); err != nil {
 			t.Errorf("CheckPath(%q) = %v, want nil", p, err)
 		}
+	}
+}
+
+// A frame's announced length is the interpreter's word: an interpreter
+// that announces the most a session allows and sends a few bytes costs
+// the server about those bytes, not the announced length, and a whole
+// frame still reads back as sent.
+func TestReadFrameAllocatesWhatArrives(t *testing.T) {
+	const announced = 100 << 20
+	short := append(binary.BigEndian.AppendUint32(nil, announced), `{"ok":true}`...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readFrame(bufio.NewReader(bytes.NewReader(short)), announced)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a frame cut short: %v, want %v", err, io.ErrUnexpectedEOF)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Errorf("a frame announcing %d bytes and sending 11 allocated %d bytes", announced, grew)
+	}
+	whole := append(binary.BigEndian.AppendUint32(nil, 11), `{"ok":true}`...)
+	if got, err := readFrame(bufio.NewReader(bytes.NewReader(whole)), 64); err != nil || string(got) != `{"ok":true}` {
+		t.Errorf("a whole frame: %q, %v", got, err)
+	}
+	if _, err := readFrame(bufio.NewReader(bytes.NewReader(whole)), 10); !errors.Is(err, errFrameTooLarge) {
+		t.Errorf("a frame over the session's most: %v, want %v", err, errFrameTooLarge)
 	}
 }
