@@ -183,8 +183,12 @@ func TestCompareStacksFindsDifferences(t *testing.T) {
 func compareStacks(t *testing.T, a, b []byte, perCall int) int {
 	t.Helper()
 	n, diffs := compare(t, a, b, perCall, func(data []byte, x, y uint32) {
-		t.Fatalf("nr %d arch %#x args %x: reference %#x, stack %#x",
-			int32(binary.BigEndian.Uint32(data)), binary.BigEndian.Uint32(data[4:]), data[16:], x, y)
+		var args [6]uint64
+		for i := range args {
+			args[i] = uint64(binary.BigEndian.Uint32(data[20+8*i:]))<<32 | uint64(binary.BigEndian.Uint32(data[16+8*i:]))
+		}
+		t.Fatalf("nr %d arch %#x args %#x: reference %#x, stack %#x",
+			int32(binary.BigEndian.Uint32(data)), binary.BigEndian.Uint32(data[4:]), args, x, y)
 	})
 	if diffs != 0 {
 		t.Fatalf("%d differences", diffs)
@@ -234,8 +238,8 @@ func compare(t *testing.T, a, b []byte, perCall int, mismatch func(data []byte, 
 	}
 	// The conditional calls: every combination of the values their rules
 	// compare each argument with (and upper-word variants of these), then
-	// from some of those combinations, one argument at a time through
-	// those values' one-bit neighbours.
+	// from those combinations, one argument at a time through every
+	// candidate word and through those values' one-bit neighbours.
 	for _, c := range conditional() {
 		nr, err := libseccomp.GetSyscallFromName(c.name)
 		if err != nil || nr < 0 {
@@ -258,6 +262,15 @@ func compare(t *testing.T, a, b []byte, perCall int, mismatch func(data []byte, 
 		}
 		for _, v := range combos {
 			check(unix.AUDIT_ARCH_X86_64, int32(nr), v)
+		}
+		// Every candidate word, the reference's constants included, in
+		// each argument in turn.
+		for i := range 6 {
+			for _, w := range words {
+				v := combos[rng.IntN(len(combos))]
+				v[i] = w
+				check(unix.AUDIT_ARCH_X86_64, int32(nr), v)
+			}
 		}
 		for range 40 {
 			base := combos[rng.IntN(len(combos))]
