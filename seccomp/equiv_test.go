@@ -2,6 +2,8 @@ package seccomp
 
 import (
 	"encoding/binary"
+	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -12,12 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// referenceFile is the default policy of the same version (same
-// PolicyVersion, same decisions) as libseccomp compiled it into a single
-// filter, before the policy became a stack: every argument the filter
-// refuses was spelt out as rules, 1,920 instructions. It is the reference
-// the stack's decisions are checked against.
-const referenceFile = "testdata/microbox-cpython-5-single.bpf"
+// referenceFile pins the default policy's decisions for its version: a
+// compiled stack whose decisions the default policy's must keep, however
+// it is compiled, until PolicyVersion changes. microbox-cpython-5's is the
+// single filter of 1,920 instructions that this version shipped as before
+// it became a stack (every argument it refuses spelt out as rules). A new
+// version's is written by -update, from Default() as it then compiles.
+var referenceFile = "testdata/decisions-" + PolicyVersion + ".bpf"
 
 // seccompData is struct seccomp_data as the BPF programs see it: the
 // x/net/bpf machine loads 32-bit words big-endian, so each word is stored
@@ -113,8 +116,8 @@ func argumentWords(stacks ...[]byte) []uint64 {
 }
 
 // TestDefaultMatchesReference compares, in a BPF interpreter, the
-// default policy's stack with the single filter of the same policy
-// version (referenceFile), for every system-call number up to 1,024 and
+// default policy's stack with the pinned decisions of its version
+// (referenceFile), for every system-call number up to 1,024 and
 // some beyond (x32's, -1, huge ones), with argument values drawn from
 // every constant either program compares with, their one-bit neighbours
 // and variants of their upper 32 bits. The action and the errno must be
@@ -123,16 +126,23 @@ func TestDefaultMatchesReference(t *testing.T) {
 	if arch, _ := libseccomp.GetNativeArch(); arch != libseccomp.ArchAMD64 {
 		t.Skipf("the reference filter is x86_64's; this is %s", arch)
 	}
-	ref, err := os.ReadFile(referenceFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	stack, err := Default().Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	refStack := appendProgram(nil, ref)
-	n := compareStacks(t, refStack, stack, 300)
+	ref, err := os.ReadFile(referenceFile)
+	if errors.Is(err, fs.ErrNotExist) && *update {
+		if err := os.WriteFile(referenceFile, stack, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s: the decisions of %s from now on", referenceFile, PolicyVersion)
+		return
+	}
+	if err != nil {
+		t.Fatalf("%v: the decisions of %s are not pinned; once they are what they should be, write them with\n"+
+			"\tgo test ./seccomp -run TestDefaultMatchesReference -update", err, PolicyVersion)
+	}
+	n := compareStacks(t, ref, stack, 300)
 	t.Logf("%d calls compared: the same decisions", n)
 }
 
