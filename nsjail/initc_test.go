@@ -1,6 +1,8 @@
 package nsjail
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"maps"
 	"os"
@@ -320,6 +322,45 @@ func TestPlanRefusedBeforeItRuns(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("plan step %q: %v, want %q", c.step, err, c.want)
+		}
+	}
+}
+
+// PID 1 refuses a seccomp stack that does not add up (seccomp.Programs'
+// format) instead of starting the program under fewer filters, or under
+// bytes that are not the filters.
+func TestPlanBadSeccompStack(t *testing.T) {
+	needNamespaces(t)
+	sp, err := NewSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	header := func(n, pad uint32) []byte {
+		return binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, n), pad)
+	}
+	retAllow := binary.NativeEndian.AppendUint32([]byte{0x06, 0, 0, 0}, 0x7fff0000)
+	one := append(header(1, 0), retAllow...)
+	for _, c := range []struct {
+		name  string
+		stack []byte
+		want  string
+	}{
+		{"empty program", header(0, 0), "plan: seccomp program of 0 instructions"},
+		{"truncated program", append(header(2, 0), retAllow...), "plan: seccomp program of 2 instructions"},
+		{"bad header", append(header(1, 7), retAllow...), "plan: seccomp program of 1 instructions"},
+		{"truncated header", append(slices.Clone(one), 1, 0, 0), "plan: seccomp stack truncated"},
+		{"five programs", bytes.Repeat(one, 5), "plan: more than 4 seccomp filters"},
+	} {
+		mounts := &plan{}
+		mounts.stepBytes("seccomp", c.stack)
+		j, err := sp.Start(Shape{mounts: mounts})
+		if err == nil {
+			j.Close()
+			t.Fatalf("%s: a jail started", c.name)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
 }

@@ -128,8 +128,9 @@ type Spec struct {
 	// runs without one (and so without memory, CPU and pids limits).
 	Cgroup *cgroup.Options
 
-	// Seccomp is a compiled filter (struct sock_filter array) loaded just
-	// before execve; nil loads none.
+	// Seccomp is a compiled policy, a stack of BPF programs
+	// (seccomp.Programs), each loaded in turn just before execve; nil
+	// loads none.
 	Seccomp []byte
 	// Labels describe the run in the result (e.g. the seccomp mode).
 	SeccompMode string

@@ -286,16 +286,27 @@ def receive(run):
 
 def prepare(cfg):
     # What every child applies to itself alike (its sandbox's uid, rlimits
-    # and filter), prepared once per template, not per run: the filter's
-    # program decoded and its sock_fprog built, and every libc function a
+    # and filters), prepared once per template, not per run: the filters'
+    # programs decoded and their sock_fprogs built, and every libc function a
     # child calls looked up (a lookup in the child would write pages it
     # shares with the template, each then copied).
-    rules = types.SimpleNamespace(sandbox_uid=cfg.get("sandbox_uid"), prog=None,
+    rules = types.SimpleNamespace(sandbox_uid=cfg.get("sandbox_uid"), progs=[],
                                   rlimits=[tuple(r) for r in cfg.get("rlimits") or ()])
     if cfg.get("seccomp"):
-        bpf = bytes.fromhex(cfg.get("seccomp"))
-        rules.filter = ctypes.create_string_buffer(bpf, len(bpf))  # kept alive with the struct
-        rules.prog = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(rules.filter))
+        # A stack of BPF programs (seccomp/stack.go), each loaded in turn:
+        # its length in instructions, four zero bytes, its instructions.
+        stack = bytes.fromhex(cfg.get("seccomp"))
+        rules.filter = ctypes.create_string_buffer(stack, len(stack))  # kept alive with the structs
+        at = 0
+        while at < len(stack):
+            n, zero = struct.unpack_from("=II", stack, at)
+            at += 8
+            if not n or zero or at + 8 * n > len(stack):
+                raise ValueError("bad seccomp stack at byte %d" % (at - 8))
+            rules.progs.append(struct.pack("HxxxxxxP", n, ctypes.addressof(rules.filter) + at))
+            at += 8 * n
+        if not rules.progs:
+            raise ValueError("empty seccomp stack")
     for name in ("unshare", "prctl", "syscall"):
         getattr(libc, name)
     return rules
@@ -334,8 +345,8 @@ def sandbox(req, rules):
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     for res, soft, hard in rules.rlimits:
         resource.setrlimit(res, (soft, hard))
-    if rules.prog is not None:
-        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, rules.prog, 0, 0), "seccomp")
+    for prog in rules.progs:
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0), "seccomp")
 
 
 def run_main(spec):

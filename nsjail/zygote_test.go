@@ -17,6 +17,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/result"
+	"github.com/microbox/microbox/seccomp"
 )
 
 // zygoteSpec is a run of code forked from a template with preload
@@ -100,7 +101,7 @@ state = {"pids": pids, "uid": os.getuid(), "random": random.random(),
          "patched": hasattr(builtins, "leak"), "json_leak": hasattr(json, "leak"),
          "tmp": os.listdir("/tmp"), "host_uid": open("/proc/self/uid_map").read().split()[1],
          "caps": [l.split()[1] for l in open("/proc/self/status") if l.startswith("Cap")],
-         "nnp": [l.split()[1] for l in open("/proc/self/status") if l.startswith(("NoNewPrivs", "Seccomp:"))]}
+         "nnp": [l.split()[1] for l in open("/proc/self/status") if l.startswith(("NoNewPrivs", "Seccomp:", "Seccomp_filters:"))]}
 try:
     os.kill(-1, signal.SIGKILL)  # every process it may signal but itself and its init: none
 except OSError as e:
@@ -111,6 +112,11 @@ threading.Thread(target=lambda: None, daemon=True).start()
 print(json.dumps(state))
 `)
 	tmpl := startTemplate(t, probe)
+	filters, err := seccomp.Programs(probe.Seccomp) // every one loaded, in each run
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNNP := fmt.Sprintf("[1 2 %d]", len(filters))
 	var states []map[string]any
 	for range 3 {
 		r := runChild(t, tmpl, probe)
@@ -128,7 +134,7 @@ print(json.dumps(state))
 	}
 	for i, st := range states {
 		if fmt.Sprint(st["pids"]) != "[1 2]" || st["uid"] != 1000.0 || st["patched"] != false || st["json_leak"] != false || fmt.Sprint(st["tmp"]) != "[]" ||
-			fmt.Sprint(st["caps"]) != "[0000000000000000 0000000000000000 0000000000000000 0000000000000000 0000000000000000]" || fmt.Sprint(st["nnp"]) != "[1 2]" {
+			fmt.Sprint(st["caps"]) != "[0000000000000000 0000000000000000 0000000000000000 0000000000000000 0000000000000000]" || fmt.Sprint(st["nnp"]) != wantNNP {
 			t.Errorf("run %d saw %v", i, st)
 		}
 		for _, other := range states[:i] {

@@ -19,7 +19,7 @@ type templateConfig struct {
 	Preload    []string   `json:"preload"`
 	SandboxUID int        `json:"sandbox_uid"`
 	Rlimits    [][3]int64 `json:"rlimits"`
-	Seccomp    string     `json:"seccomp"` // the filter's program, in hex
+	Seccomp    string     `json:"seccomp"` // the filters, a stack (seccomp.Programs), in hex
 }
 
 // templateReady is the template's answer, once it has imported them: its

@@ -13,21 +13,35 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Compile returns p as a classic-BPF program: an array of struct
-// sock_filter (8 bytes each, native endianness), what
-// seccomp(SECCOMP_SET_MODE_FILTER) takes through struct sock_fprog.
+// Compile returns p as a stack of classic-BPF programs, one per filter,
+// oldest first (see Programs for the format): what
+// seccomp(SECCOMP_SET_MODE_FILTER) takes, a program at a time, through
+// struct sock_fprog.
 //
-// The filter admits only the native architecture: every other one,
+// Every filter admits only the native architecture: every other one,
 // including x32 on x86_64, meets the bad-architecture action, KILL_PROCESS.
 // (Adding an architecture to a libseccomp filter would subject its calls to
 // the same rules by name, and no sandboxed program needs a second ABI.)
 //
 // Syscall names libseccomp does not know are skipped (see LoadProfile).
 func (p *Policy) Compile() ([]byte, error) {
-	if err := p.checkExecve(); err != nil {
-		return nil, fmt.Errorf("seccomp policy %s: %w", p.Name, err)
+	var stack []byte
+	for _, s := range p.filters() {
+		if err := checkExecve(&s); err != nil {
+			return nil, fmt.Errorf("seccomp policy %s: %w", p.Name, err)
+		}
+		prog, err := compileFilter(&s)
+		if err != nil {
+			return nil, err
+		}
+		stack = appendProgram(stack, prog)
 	}
-	def, err := action(p.Spec.DefaultAction, p.Spec.DefaultErrnoRet)
+	return stack, nil
+}
+
+// compileFilter returns filter s as one BPF program.
+func compileFilter(s *specs.LinuxSeccomp) ([]byte, error) {
+	def, err := action(s.DefaultAction, s.DefaultErrnoRet)
 	if err != nil {
 		return nil, fmt.Errorf("seccomp default action: %w", err)
 	}
@@ -46,8 +60,8 @@ func (p *Policy) Compile() ([]byte, error) {
 	if err := f.SetOptimize(2); err != nil {
 		return nil, fmt.Errorf("set seccomp filter optimization: %w", err)
 	}
-	for i := range p.Spec.Syscalls {
-		if err := addRule(f, def, &p.Spec.Syscalls[i]); err != nil {
+	for i := range s.Syscalls {
+		if err := addRule(f, def, &s.Syscalls[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -198,12 +212,12 @@ func export(f *libseccomp.ScmpFilter) ([]byte, error) {
 	return prog, nil
 }
 
-// checkExecve makes sure the filter lets execve through: microbox's init
-// loads the filter and execs the program next, so a policy that refuses
+// checkExecve makes sure filter s lets execve through: microbox's init
+// loads the filters and execs the program next, so a policy that refuses
 // execve can only fail, and better here with a clear message.
-func (p *Policy) checkExecve() error {
-	verdict := p.Spec.DefaultAction
-	for _, r := range p.Spec.Syscalls {
+func checkExecve(s *specs.LinuxSeccomp) error {
+	verdict := s.DefaultAction
+	for _, r := range s.Syscalls {
 		if !slices.Contains(r.Names, "execve") {
 			continue
 		}

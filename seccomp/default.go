@@ -1,9 +1,6 @@
 package seccomp
 
 import (
-	"math/bits"
-	"slices"
-
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -198,20 +195,32 @@ const (
 	personaQuery    = 0xffffffff // personality(0xffffffff) reads
 )
 
-// conditional returns the rules for the calls that are allowed only for
-// some arguments.
-func conditional() [][]specs.LinuxSyscall {
-	return [][]specs.LinuxSyscall{
+// argRules is a call allowed only for some arguments: Rules lists either
+// the argument patterns it is allowed with (only: any other answers EPERM)
+// or those it is refused with, EPERM (except: any other is allowed). Each
+// rule is a conjunction of masked equalities; a call's rules are
+// alternatives.
+type argRules struct {
+	name  string
+	only  bool
+	rules []specs.LinuxSyscall
+}
+
+// conditional returns the calls that are allowed only for some arguments.
+//
+// An int argument is compared on its low 32 bits only (mask 0xffffffff,
+// not a plain equality): the kernel reads it as 32 bits, whatever the
+// upper word holds (CVE-2019-10063: a 64-bit compare misses
+// TIOCSTI|1<<32).
+func conditional() []argRules {
+	return []argRules{
 		// glibc falls back from clone3 to clone, whose flags seccomp can
 		// see (clone3 passes them in memory). Threads, fork, vfork,
 		// posix_spawn and subprocess pass no namespace flag.
 		only("clone", 0, nsFlags, 0),
 		// TIOCSTI pushes bytes into a terminal's input and TIOCLINUX
 		// pastes the console selection: both inject commands into the
-		// caller's shell when stdin is its tty (CVE-2017-5226). The
-		// kernel reads the command as 32 bits, so the rules compare the
-		// low word only (CVE-2019-10063: a 64-bit compare misses
-		// TIOCSTI|1<<32).
+		// caller's shell when stdin is its tty (CVE-2017-5226).
 		except("ioctl", 1, 0xffffffff, unix.TIOCSTI, unix.TIOCLINUX),
 		only("socketpair", 0, 0xffffffff, unix.AF_UNIX),
 		// FIFOs (os.mkfifo) and plain files yes, device nodes no.
@@ -222,8 +231,7 @@ func conditional() [][]specs.LinuxSyscall {
 		// caller's own later exec layout. Any other persona, such as
 		// READ_IMPLIES_EXEC, MMAP_PAGE_ZERO (a help to kernel
 		// NULL-dereference exploits) or the 32-bit ones, is refused
-		// with EPERM. (That takes some 80 rules; the filter is
-		// precompiled, so only the BPF's size grows.)
+		// with EPERM.
 		only("personality", 0, 0xffffffff, 0, addrNoRandomize, personaQuery),
 		// prlimit64 on the caller only (pid 0, which glibc's getrlimit
 		// and setrlimit pass): in a rootless jail the program shares a
@@ -253,34 +261,22 @@ func conditional() [][]specs.LinuxSyscall {
 // refusal as "IPv4 and IPv6 both configured"; socket.if_nameindex()
 // fails, which is acceptable. AF_PACKET, AF_VSOCK, AF_ALG, ... are each
 // their own kernel attack surface.
-func socketRules() []specs.LinuxSyscall {
+func socketRules() argRules {
 	const (
 		all      = 0xffffffff
 		typeMask = 0xf // SOCK_TYPE_MASK
 	)
 	rules := []specs.LinuxSyscall{rule("socket", specs.ActAllow, cond{0, all, unix.AF_UNIX})}
 	for _, family := range []uint32{unix.AF_INET, unix.AF_INET6} {
-		inFamily := cond{0, all, family}
-		kinds := []struct {
-			typ       uint32
-			protocols []uint32
-		}{
-			{unix.SOCK_STREAM, []uint32{0, unix.IPPROTO_TCP}},
-			{unix.SOCK_DGRAM, []uint32{0, unix.IPPROTO_UDP}},
+		for _, k := range []struct{ typ, protocol uint32 }{
+			{unix.SOCK_STREAM, 0}, {unix.SOCK_STREAM, unix.IPPROTO_TCP},
+			{unix.SOCK_DGRAM, 0}, {unix.SOCK_DGRAM, unix.IPPROTO_UDP},
+		} {
+			rules = append(rules, rule("socket", specs.ActAllow,
+				cond{0, all, family}, cond{1, typeMask, k.typ}, cond{2, all, k.protocol}))
 		}
-		var types []uint32
-		for _, k := range kinds {
-			types = append(types, k.typ)
-			ofType := []cond{inFamily, {1, typeMask, k.typ}}
-			for _, p := range k.protocols {
-				rules = append(rules, rule("socket", specs.ActAllow, append(ofType, cond{2, all, p})...))
-			}
-			rules = append(rules, rest("socket", ofType, 2, all, k.protocols, specs.ActErrno)...)
-		}
-		rules = append(rules, rest("socket", []cond{inFamily}, 1, typeMask, types, specs.ActErrno)...)
 	}
-	families := []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}
-	return append(rules, rest("socket", nil, 0, all, families, specs.ActErrno)...)
+	return argRules{name: "socket", only: true, rules: rules}
 }
 
 // setsockoptRules refuse, with EPERM, the options that load code or
@@ -288,7 +284,7 @@ func socketRules() []specs.LinuxSyscall {
 // (SO_ATTACH_FILTER, SO_ATTACH_BPF and their SO_REUSEPORT forms) and
 // TCP upper-layer protocols (TCP_ULP, e.g. kernel TLS). Any other option
 // is allowed.
-func setsockoptRules() []specs.LinuxSyscall {
+func setsockoptRules() argRules {
 	const all = 0xffffffff
 	refusedAt := []struct {
 		level   uint32
@@ -298,99 +294,118 @@ func setsockoptRules() []specs.LinuxSyscall {
 		{unix.IPPROTO_TCP, []uint32{unix.TCP_ULP}},
 	}
 	var rules []specs.LinuxSyscall
-	var levels []uint32
 	for _, r := range refusedAt {
-		levels = append(levels, r.level)
-		atLevel := []cond{{1, all, r.level}}
 		for _, o := range r.options {
-			rules = append(rules, rule("setsockopt", specs.ActErrno, append(atLevel, cond{2, all, o})...))
+			rules = append(rules, rule("setsockopt", specs.ActErrno, cond{1, all, r.level}, cond{2, all, o}))
 		}
-		rules = append(rules, rest("setsockopt", atLevel, 2, all, r.options, specs.ActAllow)...)
 	}
-	return append(rules, rest("setsockopt", nil, 1, all, levels, specs.ActAllow)...)
+	return argRules{name: "setsockopt", rules: rules}
 }
 
 // Default returns microbox's curated CPython allowlist: the calls listed by
 // allowlist() are allowed, those listed by refused() answer EPERM, those
-// listed by noop() succeed without effect, the
-// conditional ones depend on their arguments, clone3 answers ENOSYS (so
-// that glibc falls back to clone), and any other call answers ENOSYS, so
-// that libc falls back as it does on an older kernel.
+// listed by noop() succeed without effect, the conditional ones depend on
+// their arguments, clone3 answers ENOSYS (so that glibc falls back to
+// clone), and any other call answers ENOSYS, so that libc falls back as it
+// does on an older kernel.
+//
+// It is three filters, stacked (see Policy), because one libseccomp filter
+// can say "these arguments are allowed" but not "and any other answers
+// EPERM": a call's arguments that meet none of its rules get the filter's
+// default action, ENOSYS here. (Spelling out the other arguments as rules
+// took a cover of up to 32 masked comparisons per listed value, some 550
+// rules and 1,900 BPF instructions, which the kernel checked, converted and
+// JIT-compiled on every run.) Instead, each filter has a default that
+// fits, and each call has at most one action besides its filter's
+// default, so that no rule depends on libseccomp's order among
+// overlapping rules:
+//
+//   - the oldest, default EPERM: allows the allowlist, the calls refused
+//     only for some arguments, and the calls allowed only for some
+//     arguments with those arguments. Any other argument of those is
+//     refused here.
+//   - the next, default allow: refuses the calls refused only for some
+//     arguments with those arguments.
+//   - the newest, default ENOSYS: allows the allowlist and every
+//     conditional call (the filters below judge their arguments), refuses
+//     the refused calls, makes the noop calls succeed. Being the newest,
+//     its errno is the one a program sees: ENOSYS for unknown calls,
+//     although the oldest answers EPERM for them.
 func Default() *Policy {
-	enosys := uint(unix.ENOSYS)
-	var rules []specs.LinuxSyscall
-	for _, g := range allowlist() {
-		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActAllow})
-	}
-	for _, g := range refused() {
-		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActErrno, ErrnoRet: eperm()})
-	}
-	success := uint(0)
-	for _, g := range noop() {
-		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActErrno, ErrnoRet: &success})
-	}
-	rules = append(rules, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	var allowed, refusedAt []specs.LinuxSyscall
+	var condNames []string
 	for _, c := range conditional() {
-		rules = append(rules, c...)
+		condNames = append(condNames, c.name)
+		if c.only {
+			allowed = append(allowed, c.rules...)
+		} else {
+			allowed = append(allowed, specs.LinuxSyscall{Names: []string{c.name}, Action: specs.ActAllow})
+			refusedAt = append(refusedAt, c.rules...)
+		}
 	}
 	return &Policy{
 		Name: PolicyVersion,
+		Below: []specs.LinuxSeccomp{
+			{DefaultAction: specs.ActErrno, DefaultErrnoRet: eperm(), Syscalls: append(allowRules(), allowed...)},
+			{DefaultAction: specs.ActAllow, Syscalls: refusedAt},
+		},
 		Spec: specs.LinuxSeccomp{
 			DefaultAction:   specs.ActErrno,
-			DefaultErrnoRet: &enosys,
-			Syscalls:        rules,
+			DefaultErrnoRet: errnoRet(unix.ENOSYS),
+			Syscalls:        append(newestRules(), specs.LinuxSyscall{Names: condNames, Action: specs.ActAllow}),
 		},
 	}
 }
 
-func eperm() *uint {
-	e := uint(unix.EPERM)
-	return &e
+// allowRules allow the allowlist's calls, a rule a group.
+func allowRules() []specs.LinuxSyscall {
+	var rules []specs.LinuxSyscall
+	for _, g := range allowlist() {
+		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActAllow})
+	}
+	return rules
 }
+
+// newestRules are the newest filter's rules but the conditional calls':
+// the allowlist, the refusals, the noop calls and clone3.
+func newestRules() []specs.LinuxSyscall {
+	rules := allowRules()
+	for _, g := range refused() {
+		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActErrno, ErrnoRet: eperm()})
+	}
+	for _, g := range noop() {
+		rules = append(rules, specs.LinuxSyscall{Names: g.names, Action: specs.ActErrno, ErrnoRet: errnoRet(0)})
+	}
+	return append(rules, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: errnoRet(unix.ENOSYS)})
+}
+
+func errnoRet(e unix.Errno) *uint {
+	u := uint(e)
+	return &u
+}
+
+func eperm() *uint { return errnoRet(unix.EPERM) }
 
 // only allows call name when the 32-bit word arg&mask is one of values and
 // refuses it with EPERM otherwise.
-func only(name string, arg uint, mask uint32, values ...uint32) []specs.LinuxSyscall {
-	return split(name, arg, mask, values, specs.ActAllow, specs.ActErrno)
+func only(name string, arg uint, mask uint32, values ...uint32) argRules {
+	return argRules{name: name, only: true, rules: masked(name, specs.ActAllow, arg, mask, values)}
 }
 
 // except refuses call name with EPERM when the 32-bit word arg&mask is one
 // of values and allows it otherwise.
-func except(name string, arg uint, mask uint32, values ...uint32) []specs.LinuxSyscall {
-	return split(name, arg, mask, values, specs.ActErrno, specs.ActAllow)
+func except(name string, arg uint, mask uint32, values ...uint32) argRules {
+	return argRules{name: name, rules: masked(name, specs.ActErrno, arg, mask, values)}
 }
 
-// split returns rules for call name that send the 32-bit word arg&mask to
-// listedAction when it is one of listed and to restAction otherwise.
-//
-// Why not one broad rule plus exceptions: libseccomp lets an unconditional
-// rule swallow the conditional ones of the same call (and folds a mask-0
-// condition into an unconditional rule), and the order in which it tries
-// overlapping conditions is not specified. So the rest is covered by
-// disjoint masked-equality rules, one per bit where a word first leaves the
-// list (a prefix cover: at most 32 rules per listed value). Being disjoint,
-// no two rules can both match, and the outcome cannot depend on
-// libseccomp's rule order. Masked equality ignores the upper 32 bits, as the
-// kernel does for int arguments.
-func split(name string, arg uint, mask uint32, listed []uint32, listedAction, restAction specs.LinuxSeccompAction) []specs.LinuxSyscall {
+// masked returns a rule "name with arg&mask == value gets action" for each
+// of values.
+func masked(name string, action specs.LinuxSeccompAction, arg uint, mask uint32, values []uint32) []specs.LinuxSyscall {
 	var rules []specs.LinuxSyscall
-	var words []uint32
-	for _, v := range listed {
-		if v &= mask; !slices.Contains(words, v) {
-			words = append(words, v)
-			rules = append(rules, masked(name, listedAction, arg, mask, v))
-		}
+	for _, v := range values {
+		rules = append(rules, rule(name, action, cond{arg, mask, v & mask}))
 	}
-	cover(mask, 0, 0, words, func(m, v uint32) {
-		rules = append(rules, masked(name, restAction, arg, m, v))
-	})
 	return rules
-}
-
-// masked is the rule "name with arg&mask == value gets action", where
-// ActErrno means EPERM.
-func masked(name string, action specs.LinuxSeccompAction, arg uint, mask, value uint32) specs.LinuxSyscall {
-	return rule(name, action, cond{arg, mask, value})
 }
 
 // cond is one masked comparison: argument arg, masked, equals value.
@@ -410,41 +425,6 @@ func rule(name string, action specs.LinuxSeccompAction, conds ...cond) specs.Lin
 		r.ErrnoRet = eperm()
 	}
 	return r
-}
-
-// rest returns disjoint rules that send name, when it meets every cond of
-// prefix and its word arg&mask is none of listed, to action (see split).
-func rest(name string, prefix []cond, arg uint, mask uint32, listed []uint32, action specs.LinuxSeccompAction) []specs.LinuxSyscall {
-	var rules []specs.LinuxSyscall
-	cover(mask, 0, 0, listed, func(m, v uint32) {
-		rules = append(rules, rule(name, action, append(slices.Clone(prefix), cond{arg, m, v})...))
-	})
-	return rules
-}
-
-// cover calls emit(m, v) for disjoint patterns "x&m == v" that together
-// match exactly the words x whose bits under mask are not one of values.
-// fixed and prefix are the bits already decided on the way down.
-func cover(mask, fixed, prefix uint32, values []uint32, emit func(m, v uint32)) {
-	if len(values) == 0 {
-		emit(fixed, prefix)
-		return
-	}
-	free := mask &^ fixed
-	if free == 0 {
-		return // every bit decided: this word is one of the values
-	}
-	bit := uint32(1) << (31 - bits.LeadingZeros32(free))
-	var zero, one []uint32
-	for _, v := range values {
-		if v&bit == 0 {
-			zero = append(zero, v)
-		} else {
-			one = append(one, v)
-		}
-	}
-	cover(mask, fixed|bit, prefix, zero, emit)
-	cover(mask, fixed|bit, prefix|bit, one, emit)
 }
 
 // groupNames flattens groups, for tests and reports.

@@ -74,22 +74,28 @@ func helperProcess(mode string, args []string) {
 	os.Exit(0)
 }
 
-// loadFilter installs prog as microbox's init does, plus TSYNC so that
-// every thread of the Go runtime gets it.
-func loadFilter(prog []byte) error {
+// loadFilter installs the stack of programs as microbox's init does, plus
+// TSYNC so that every thread of the Go runtime gets them.
+func loadFilter(stack []byte) error {
 	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	fprog := unix.SockFprog{
-		Len:    uint16(len(prog) / 8),
-		Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0])),
+	progs, err := Programs(stack)
+	if err != nil {
+		return err
 	}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(prog)
-	if errno != 0 {
-		return fmt.Errorf("seccomp: %w", errno)
+	for _, prog := range progs {
+		fprog := unix.SockFprog{
+			Len:    uint16(len(prog) / 8),
+			Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0])),
+		}
+		_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+			unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+		runtime.KeepAlive(prog)
+		if errno != 0 {
+			return fmt.Errorf("seccomp: %w", errno)
+		}
 	}
 	return nil
 }

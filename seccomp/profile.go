@@ -118,7 +118,7 @@ func (prof *profile) policy(name string) (*Policy, error) {
 			})
 		}
 	}
-	if err := p.checkExecve(); err != nil {
+	if err := checkExecve(&p.Spec); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -175,27 +175,29 @@ func writeProfile(t *testing.T, json string) string {
 	return path
 }
 
-// TestDefaultAsProfile: the default policy, written out as an OCI profile,
-// loads back and compiles to the same program, so users can start their
-// own profile from it.
+// TestDefaultAsProfile: each filter of the default policy, written out as
+// an OCI profile, loads back and compiles to the same program, so users
+// can start their own profile from one.
 func TestDefaultAsProfile(t *testing.T) {
-	data, err := json.MarshalIndent(Default().Spec, "", "\t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := LoadProfile(writeProfile(t, string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := p.Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := Default().Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Error("the default policy compiles differently once written as a profile")
+	for i, s := range Default().filters() {
+		data, err := json.MarshalIndent(s, "", "\t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := LoadProfile(writeProfile(t, string(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := (&Policy{Name: "filter", Spec: s}).Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("filter %d of the default policy compiles differently once written as a profile", i)
+		}
 	}
 }

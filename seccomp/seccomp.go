@@ -5,14 +5,15 @@
 // to, so that a kernel bug behind a rarely used system call (io_uring, bpf,
 // user namespaces, the mount API, ...) is out of the program's reach.
 //
-// A Policy is data: an OCI runtime-spec LinuxSeccomp (the format of Docker's
-// profiles), either microbox's curated CPython allowlist (Default) or a
-// profile read from a file (LoadProfile). Compile turns it into the raw
-// classic-BPF program that microbox's init loads with
-// seccomp(SECCOMP_SET_MODE_FILTER) right before it execs the interpreter;
-// Program gives the program for a mode, the default one precompiled.
+// A Policy is data: OCI runtime-spec LinuxSeccomp filters (the format of
+// Docker's profiles), either microbox's curated CPython allowlist (Default,
+// a stack of three) or a profile read from a file (LoadProfile, one).
+// Compile turns it into raw classic-BPF programs (a Stack) that microbox's
+// init loads with seccomp(SECCOMP_SET_MODE_FILTER), oldest first, right
+// before it execs the interpreter; Program gives them for a mode, the
+// default ones precompiled.
 //
-// Whatever the policy, the compiled filter only admits the native
+// Whatever the policy, every compiled filter only admits the native
 // architecture: a system call made through another ABI (i386 int 0x80, x32)
 // kills the process, because rules written for one system-call table mean
 // nothing for another.
@@ -62,7 +63,7 @@ func ForMode(m Mode, profile string) (*Policy, error) {
 	return nil, fmt.Errorf("seccomp mode %q: want default, log, off or profile", m)
 }
 
-// Program returns the BPF program (see Compile) for mode m; profile is the
+// Program returns the compiled filters (see Compile) for mode m; profile is the
 // JSON file that ModeProfile reads. It returns nil, nil for ModeOff: no
 // filter.
 //
@@ -96,34 +97,59 @@ type ProfileError struct{ Err error }
 func (e *ProfileError) Error() string { return e.Err.Error() }
 func (e *ProfileError) Unwrap() error { return e.Err }
 
-// Policy is a system-call filter as data.
+// Policy is a system-call filter as data: one filter (Spec), or a stack
+// of them (Below, then Spec).
 //
-// Spec has runc's semantics (conditions of a rule must all hold, unless
-// two are on the same argument: then each is an alternative), except
-// that only the native architecture is admitted: Spec.Architectures is not
-// used and calls through other ABIs are killed. Being OCI data, a policy
-// marshals to a profile that LoadProfile reads back.
+// Each filter has runc's semantics (conditions of a rule must all hold,
+// unless two are on the same argument: then each is an alternative),
+// except that only the native architecture is admitted: Architectures is
+// not used and calls through other ABIs are killed. Being OCI data, each
+// filter marshals to a profile that LoadProfile reads back.
+//
+// A stack has the kernel's semantics for several loaded filters: every
+// filter judges every call, and the most restrictive answer wins (kill,
+// then errno, then allow); between two errno answers, the newest
+// filter's errno.
 type Policy struct {
 	// Name says where the policy came from, for reports and logs.
 	Name string
-	// Spec holds the default action and the rules.
+	// Spec holds the default action and the rules of the policy's only
+	// filter, or of its newest.
 	Spec specs.LinuxSeccomp
+	// Below are the filters loaded before Spec, oldest first; none for a
+	// profile.
+	Below []specs.LinuxSeccomp
+}
+
+// filters returns p's filters, oldest first.
+func (p *Policy) filters() []specs.LinuxSeccomp {
+	return append(slices.Clone(p.Below), p.Spec)
 }
 
 // Log returns a copy of p whose refusals are allowed but logged
 // (SECCOMP_RET_LOG), to author a policy: the program runs to the end and
-// the audit log lists every call the policy would have refused. Calls from
-// a foreign architecture are still killed: no CPython build makes them.
+// the audit log lists every call the policy would have refused (a call
+// any filter of a stack refuses). Calls from a foreign architecture are
+// still killed: no CPython build makes them.
 func (p *Policy) Log() *Policy {
-	q := &Policy{Name: p.Name + " (log)", Spec: p.Spec}
-	q.Spec.DefaultAction = logged(p.Spec.DefaultAction)
-	q.Spec.DefaultErrnoRet = nil
-	q.Spec.Syscalls = make([]specs.LinuxSyscall, len(p.Spec.Syscalls))
-	for i, r := range p.Spec.Syscalls {
-		r.Action, r.ErrnoRet = logged(r.Action), nil
-		q.Spec.Syscalls[i] = r
+	q := &Policy{Name: p.Name + " (log)", Spec: logSpec(p.Spec)}
+	for _, s := range p.Below {
+		q.Below = append(q.Below, logSpec(s))
 	}
 	return q
+}
+
+// logSpec is s with every action but allow turned into log.
+func logSpec(s specs.LinuxSeccomp) specs.LinuxSeccomp {
+	s.DefaultAction = logged(s.DefaultAction)
+	s.DefaultErrnoRet = nil
+	rules := make([]specs.LinuxSyscall, len(s.Syscalls))
+	for i, r := range s.Syscalls {
+		r.Action, r.ErrnoRet = logged(r.Action), nil
+		rules[i] = r
+	}
+	s.Syscalls = rules
+	return s
 }
 
 // logged maps every action but Allow to Log.

@@ -39,9 +39,12 @@ func TestDefaultListsDisjoint(t *testing.T) {
 	for _, n := range groupNames(refused()) {
 		note(n, "refused")
 	}
-	for _, rules := range conditional() {
-		for _, r := range rules {
-			note(r.Names[0], "conditional")
+	for _, c := range conditional() {
+		note(c.name, "conditional")
+		for _, r := range c.rules {
+			if r.Names[0] != c.name {
+				t.Errorf("%s's rules include one for %s", c.name, r.Names[0])
+			}
 		}
 	}
 	note("clone3", "ENOSYS")
@@ -52,8 +55,9 @@ func TestDefaultListsDisjoint(t *testing.T) {
 }
 
 // TestConditionalRules checks the argument rules in Go, without a kernel:
-// for many argument words, exactly one rule of the call matches (the
-// rules are disjoint) and its action is the intended one.
+// for many argument words, the rules of a call that lists allowed
+// arguments match exactly the allowed ones, and those of a call that
+// lists refused arguments exactly the refused ones, all with that action.
 func TestConditionalRules(t *testing.T) {
 	lo := func(x uint64) uint32 { return uint32(x) }
 	tcpUDP := func(a [6]uint64) bool {
@@ -85,6 +89,13 @@ func TestConditionalRules(t *testing.T) {
 		{"mknodat", []int{2}, func(a [6]uint64) bool {
 			return slices.Contains([]uint64{0, unix.S_IFREG, unix.S_IFIFO}, a[2]&unix.S_IFMT)
 		}},
+		{"mknod", []int{1}, func(a [6]uint64) bool {
+			return slices.Contains([]uint64{0, unix.S_IFREG, unix.S_IFIFO}, a[1]&unix.S_IFMT)
+		}},
+		{"personality", []int{0}, func(a [6]uint64) bool {
+			return slices.Contains([]uint32{0, addrNoRandomize, 0xffffffff}, lo(a[0]))
+		}},
+		{"prlimit64", []int{0}, func(a [6]uint64) bool { return lo(a[0]) == 0 }},
 		{"fcntl", []int{1}, func(a [6]uint64) bool { return lo(a[1]) != unix.F_NOTIFY }},
 		{"preadv2", []int{5}, func(a [6]uint64) bool { return a[5]&unix.RWF_NOWAIT == 0 }},
 		{"setsockopt", []int{1, 2}, func(a [6]uint64) bool {
@@ -106,11 +117,17 @@ func TestConditionalRules(t *testing.T) {
 		unix.IPPROTO_MPTCP, unix.IPPROTO_UDPLITE, unix.IPPROTO_SCTP, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER,
 		unix.SO_ATTACH_BPF, unix.TCP_ULP, unix.F_NOTIFY, unix.RWF_NOWAIT,
 		unix.S_IFCHR | 0o600, unix.S_IFBLK, unix.S_IFIFO | 0o644, unix.S_IFSOCK, unix.CLONE_NEWUSER,
-		unix.CLONE_VM | unix.CLONE_THREAD | unix.CLONE_SIGHAND, unix.CLONE_NEWTIME}
+		unix.CLONE_VM | unix.CLONE_THREAD | unix.CLONE_SIGHAND, unix.CLONE_NEWTIME,
+		addrNoRandomize, addrNoRandomize | 1<<32, 0x0400000, 0xffffffff, 0xffffffff_00000000}
 	for _, c := range cases {
-		rules := conditionalRules(c.name)
+		call := conditionalRules(c.name)
+		rules := call.rules
 		if rules == nil {
 			t.Fatalf("no rules for %s", c.name)
+		}
+		listed := specs.ActErrno
+		if call.only {
+			listed = specs.ActAllow
 		}
 		// Candidate words per argument: the interesting ones, each
 		// rule's word and its one-bit neighbours, and random ones.
@@ -137,35 +154,29 @@ func TestConditionalRules(t *testing.T) {
 			for _, i := range c.args {
 				a[i] = pick(uint(i))
 			}
-			var got []specs.LinuxSeccompAction
+			matched := false
 			for _, r := range rules {
-				match := true
+				match := r.Action == listed
 				for _, arg := range r.Args {
 					match = match && a[arg.Index]&arg.Value == arg.ValueTwo
 				}
-				if match {
-					got = append(got, r.Action)
-				}
+				matched = matched || match
 			}
-			want := specs.ActErrno
-			if c.allowed(a) {
-				want = specs.ActAllow
-			}
-			if len(got) != 1 || got[0] != want {
-				t.Fatalf("%s(%#x): rules say %v, want exactly [%s]", c.name, a, got, want)
+			if matched != (c.allowed(a) == call.only) {
+				t.Fatalf("%s(%#x): a %s rule matches: %v; allowed: %v", c.name, a, listed, matched, c.allowed(a))
 			}
 		}
 		t.Logf("%s: %d rules", c.name, len(rules))
 	}
 }
 
-func conditionalRules(name string) []specs.LinuxSyscall {
-	for _, rules := range conditional() {
-		if rules[0].Names[0] == name {
-			return rules
+func conditionalRules(name string) argRules {
+	for _, c := range conditional() {
+		if c.name == name {
+			return c
 		}
 	}
-	return nil
+	return argRules{}
 }
 
 // TestCompileChecksArch reads the head of the program: it must load
@@ -173,14 +184,26 @@ func conditionalRules(name string) []specs.LinuxSyscall {
 // process otherwise. That is how i386 int 0x80 calls die (see also
 // TestFilterInt80Killed, which makes one).
 func TestCompileChecksArch(t *testing.T) {
-	prog, err := Default().Compile()
+	stack, err := Default().Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
+	progs, err := Programs(stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, prog := range progs {
+		t.Logf("default policy, filter %d: %d BPF instructions", i, len(prog)/8)
+		checkArch(t, prog)
+	}
+}
+
+// checkArch checks the head of one program.
+func checkArch(t *testing.T, prog []byte) {
+	t.Helper()
 	if len(prog)%8 != 0 || len(prog)/8 > 4096 {
 		t.Fatalf("%d bytes is not a loadable BPF program", len(prog))
 	}
-	t.Logf("default policy: %d BPF instructions", len(prog)/8)
 	ins := decode(prog)
 	const ldAbsW, jeqK, ret = 0x20, 0x15, 0x06
 	if ins[0].code != ldAbsW || ins[0].k != 4 { // offsetof(struct seccomp_data, arch)
@@ -228,20 +251,31 @@ func nativeAuditArch(t *testing.T) uint32 {
 func TestLogTurnsRefusalsIntoLog(t *testing.T) {
 	p := Default()
 	q := p.Log()
-	if q.Spec.DefaultAction != specs.ActLog {
-		t.Errorf("default action %s, want SCMP_ACT_LOG", q.Spec.DefaultAction)
+	filters, logged := p.filters(), q.filters()
+	if len(logged) != len(filters) {
+		t.Fatalf("%d filters logged, want %d", len(logged), len(filters))
 	}
-	for i, r := range q.Spec.Syscalls {
-		orig := p.Spec.Syscalls[i]
+	for j, s := range logged {
+		orig := filters[j]
 		want := specs.ActLog
-		if orig.Action == specs.ActAllow {
+		if orig.DefaultAction == specs.ActAllow {
 			want = specs.ActAllow
 		}
-		if r.Action != want || r.ErrnoRet != nil {
-			t.Fatalf("%v: %s errno %v, want %s", r.Names, r.Action, r.ErrnoRet, want)
+		if s.DefaultAction != want || s.DefaultErrnoRet != nil {
+			t.Errorf("filter %d: default action %s, want %s", j, s.DefaultAction, want)
+		}
+		for i, r := range s.Syscalls {
+			want := specs.ActLog
+			if orig.Syscalls[i].Action == specs.ActAllow {
+				want = specs.ActAllow
+			}
+			if r.Action != want || r.ErrnoRet != nil {
+				t.Fatalf("filter %d, %v: %s errno %v, want %s", j, r.Names, r.Action, r.ErrnoRet, want)
+			}
 		}
 	}
-	if p.Spec.DefaultAction != specs.ActErrno {
+	if p.Spec.DefaultAction != specs.ActErrno || p.Below[0].Syscalls[0].Action != specs.ActAllow ||
+		p.Below[1].Syscalls[0].Action != specs.ActErrno {
 		t.Error("Log modified the original policy")
 	}
 	if _, err := q.Compile(); err != nil {

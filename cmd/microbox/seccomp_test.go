@@ -13,11 +13,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/microbox/microbox/result"
+	"github.com/microbox/microbox/seccomp"
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +33,19 @@ func TestSeccompDefaultOn(t *testing.T) {
 	wantStatus(t, r, result.StatusOK)
 	if got := strings.TrimSpace(r.Stdout); got != "2" || r.Seccomp != "default" {
 		t.Fatalf("Seccomp: %s, result seccomp %q; want 2 and default", got, r.Seccomp)
+	}
+	// The default policy is a stack: every filter of it is loaded.
+	stack, err := seccomp.Program(seccomp.ModeDefault, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filters, err := seccomp.Programs(stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = py(t, `print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp_filters:')][0])`)
+	if got := strings.TrimSpace(r.Stdout); got != strconv.Itoa(len(filters)) {
+		t.Fatalf("Seccomp_filters: %s, want %d", got, len(filters))
 	}
 }
 

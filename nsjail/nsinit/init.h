@@ -65,8 +65,8 @@ struct program {
 	gid_t gid;
 	int setgroups;          // 1: clear supplementary groups (root-mapped jail)
 	int nested_userns;      // 1: enter a user namespace of its own (rootless)
-	struct sock_fprog seccomp;
-	int has_seccomp;
+	struct sock_fprog seccomp[MAX_FILTERS]; // loaded in order, oldest first
+	int nseccomp;
 	struct { int res; struct rlimit lim; } rlimits[16];
 	int nrlimits;
 	uint64_t timeout_ns; // the wall-clock limit from execve; 0: none

@@ -118,9 +118,9 @@ static void start_program(struct program *prog, int errpipe)
 		set_rlimit(prog->rlimits[i].res, prog->rlimits[i].lim);
 	if (chdir(prog->cwd) < 0)
 		die("chdir %s", prog->cwd);
-	if (prog->has_seccomp &&
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog->seccomp) < 0)
-		die("load seccomp filter");
+	for (int i = 0; i < prog->nseccomp; i++)
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog->seccomp[i]) < 0)
+			die("load seccomp filter %d of %d", i + 1, prog->nseccomp);
 	execve(prog->path, prog->argv, prog->envp);
 	int err = errno;
 	(void)!write(errpipe, &err, sizeof err);

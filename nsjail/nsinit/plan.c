@@ -56,6 +56,35 @@ static unsigned long parse_ul(const struct arg *a)
 	return v;
 }
 
+// parse_seccomp splits a stack of BPF programs (seccomp/stack.go: for
+// each, its length in instructions as a native uint32, four zero bytes,
+// then its struct sock_filter array) into prog's filters, to be loaded in
+// order. A stack that does not add up ends the run: no filter is not an
+// option once one was asked for.
+static void parse_seccomp(struct program *prog, const struct arg *a)
+{
+	const char *p = a->p, *end = a->p + a->len;
+	prog->nseccomp = 0;
+	while (p < end) {
+		uint32_t hdr[2];
+		if (end - p < (long)sizeof hdr)
+			die("plan: seccomp stack truncated");
+		memcpy(hdr, p, sizeof hdr);
+		p += sizeof hdr;
+		if (hdr[0] == 0 || hdr[0] > BPF_MAXINSNS || hdr[1] != 0 ||
+		    (uint64_t)(end - p) < (uint64_t)hdr[0] * sizeof(struct sock_filter))
+			die("plan: seccomp program of %u instructions in a stack of %u bytes", hdr[0], a->len);
+		if (prog->nseccomp == MAX_FILTERS)
+			die("plan: more than %d seccomp filters", MAX_FILTERS);
+		prog->seccomp[prog->nseccomp].len = hdr[0];
+		prog->seccomp[prog->nseccomp].filter = (struct sock_filter *)p;
+		prog->nseccomp++;
+		p += hdr[0] * sizeof(struct sock_filter);
+	}
+	if (prog->nseccomp == 0)
+		die("plan: empty seccomp stack");
+}
+
 // remount_ro makes the mount at path read-only, keeping the flags the kernel
 // locks on mounts inherited from a more privileged namespace (nosuid, nodev,
 // noexec, atime flags): a remount that tried to clear them would get EPERM.
@@ -256,12 +285,8 @@ static void collect(struct arg *a, int n, struct program *prog)
 		prog->nested_userns = 1;
 	} else if (!strcmp(op, "keep_root")) {
 		prog->keep_root = 1;
-	} else if (!strcmp(op, "seccomp")) { // raw BPF program
-		if (a[1].len == 0 || a[1].len % sizeof(struct sock_filter))
-			die("plan: seccomp program of %u bytes", a[1].len);
-		prog->seccomp.len = a[1].len / sizeof(struct sock_filter);
-		prog->seccomp.filter = (struct sock_filter *)a[1].p;
-		prog->has_seccomp = 1;
+	} else if (!strcmp(op, "seccomp")) { // a stack of BPF programs
+		parse_seccomp(prog, &a[1]);
 	} else if (!strcmp(op, "timeout")) { // ns from the program's start
 		prog->timeout_ns = strtoull(a[1].p, NULL, 10);
 	} else if (!strcmp(op, "rlimit")) { // resource soft hard

@@ -17,6 +17,7 @@
 #define PLAN_FD 3
 #define MAX_ARGS 64   // args of one step, its name included
 #define MAX_LIST 4096 // the program's arguments, and its variables
+#define MAX_FILTERS 4 // seccomp filters stacked (seccomp.maxPrograms)
 
 // Flags of the "bind" step, a bit mask.
 #define BIND_READONLY 1
@@ -51,7 +52,7 @@
 	X(user, 3)          /* uid gid setgroups (1: clear the groups) */      \
 	X(nested_userns, 0) /* a user namespace of its own (rootless) */       \
 	X(keep_root, 0)     /* a zygote's template: keeps the jail's root */   \
-	X(seccomp, 1)       /* raw BPF, struct sock_filter[] */                \
+	X(seccomp, 1)       /* a stack of BPF programs (seccomp/stack.go) */   \
 	X(timeout, 1)       /* ns from the program's start; 0: none */         \
 	X(rlimit, 3)        /* resource soft hard */
 
