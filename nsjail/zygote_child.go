@@ -77,9 +77,9 @@ func (c *ZygoteChild) fork() error {
 			unix.Close(fd)
 		}
 	}()
-	if sh := t.key.shape; sh.cgroup != nil {
+	if t.cgroups != nil {
 		var err error
-		if c.cg, err = cgroup.New(*sh.cgroup); err != nil {
+		if c.cg, err = t.cgroups.New(); err != nil {
 			return fmt.Errorf("cgroup: %w", err)
 		}
 		if tasks, err = c.cg.JoinFDs(); err != nil {
