@@ -239,16 +239,20 @@ func IsRunGroup(name string) bool { return strings.HasPrefix(name, runPrefix) }
 
 // retryRemove removes a cgroup directory; the kernel can answer EBUSY for a
 // moment after the last task exited, so it retries for about a second.
+// (rmdir itself: os.Remove would try unlink first, a failed system call
+// and a walk of the path each time.)
 func retryRemove(dir string) error {
 	var err error
 	for delay := time.Millisecond; delay < 300*time.Millisecond; delay *= 2 {
-		err = os.Remove(dir)
-		if err == nil || errors.Is(err, os.ErrNotExist) {
+		err = unix.Rmdir(dir)
+		if err == nil || err == unix.ENOENT {
 			return nil
 		}
-		time.Sleep(delay)
+		if err != unix.EINTR {
+			time.Sleep(delay)
+		}
 	}
-	return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	return fmt.Errorf("remove cgroup %s: %w", dir, &fs.PathError{Op: "remove", Path: dir, Err: err})
 }
 
 // Own returns this process's path in the hierarchy whose
