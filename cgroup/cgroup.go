@@ -119,31 +119,61 @@ func HostMode() Mode {
 
 // New creates the cgroup for one run with the given limits.
 func New(opts Options) (Run, error) {
+	m, err := NewMaker(opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.New()
+}
+
+// A Maker makes run groups of one Options, having found once what each of
+// them needs on a v1 host (the parent in each hierarchy, the swap check,
+// the limits' files): for a runner that makes many alike, a zygote's
+// template. What it found holds for its groups: its parents are those of
+// when it was made.
+type Maker struct {
+	newRun func(name string) (Run, error)
+}
+
+// NewMaker checks opts and the host for runs of opts.
+func NewMaker(opts Options) (*Maker, error) {
 	if p := opts.Parent; p != "" && (!path.IsAbs(p) || path.Clean(p) != p) {
 		return nil, field.Errorf("CgroupParent", "{CgroupParent} %q: give the group's absolute, clean path inside the hierarchy, e.g. /system.slice/eval.service", p)
 	}
-	newRun := newV2
 	switch HostMode() {
-	case ModeV2:
+	case ModeV2: // v2Parent may move microbox into a leaf: checked per group
+		return &Maker{newRun: func(name string) (Run, error) { return newV2(name, opts) }}, nil
 	case ModeV1:
-		newRun = newV1
-	default:
-		return nil, field.Errorf("NoCgroup", "no usable cgroup hierarchy: neither %s/cgroup.controllers (v2) nor a v1 memory hierarchy exists; pass {NoCgroup} to run without limits", mountRoot)
+		p, err := prepareV1(opts)
+		if err != nil {
+			return nil, permissionHint(err)
+		}
+		return &Maker{newRun: p.make}, nil
 	}
+	return nil, field.Errorf("NoCgroup", "no usable cgroup hierarchy: neither %s/cgroup.controllers (v2) nor a v1 memory hierarchy exists; pass {NoCgroup} to run without limits", mountRoot)
+}
+
+// New creates a run's group.
+func (m *Maker) New() (Run, error) {
 	var r Run
 	var err error
 	for try := 0; try < 3; try++ {
 		// pid-random: unique even for concurrent runs of one process; the
 		// pid is for people, GC goes by the owner lock.
-		r, err = newRun(fmt.Sprintf("%s%d-%016x", runPrefix, os.Getpid(), rand.Uint64()), opts)
+		r, err = m.newRun(fmt.Sprintf("%s%d-%016x", runPrefix, os.Getpid(), rand.Uint64()))
 		if !errors.Is(err, errTaken) {
 			break
 		}
 	}
+	return r, permissionHint(err)
+}
+
+// permissionHint says what to do about a group microbox may not make.
+func permissionHint(err error) error {
 	if errors.Is(err, fs.ErrPermission) {
 		err = field.Errorf("CgroupParent", "%v; as uid %d microbox may not create cgroups here: run it as root, or delegate a cgroup v2 subtree to this user (systemd Delegate=yes) and pass it as {CgroupParent}, or pass {NoCgroup} to run without memory, CPU and pids limits", err, os.Geteuid())
 	}
-	return r, err
+	return err
 }
 
 // errTaken says a GC took a new group between its mkdir and its owner's
@@ -209,16 +239,20 @@ func IsRunGroup(name string) bool { return strings.HasPrefix(name, runPrefix) }
 
 // retryRemove removes a cgroup directory; the kernel can answer EBUSY for a
 // moment after the last task exited, so it retries for about a second.
+// (rmdir itself: os.Remove would try unlink first, a failed system call
+// and a walk of the path each time.)
 func retryRemove(dir string) error {
 	var err error
 	for delay := time.Millisecond; delay < 300*time.Millisecond; delay *= 2 {
-		err = os.Remove(dir)
-		if err == nil || errors.Is(err, os.ErrNotExist) {
+		err = unix.Rmdir(dir)
+		if err == nil || err == unix.ENOENT {
 			return nil
 		}
-		time.Sleep(delay)
+		if err != unix.EINTR {
+			time.Sleep(delay)
+		}
 	}
-	return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	return fmt.Errorf("remove cgroup %s: %w", dir, &fs.PathError{Op: "remove", Path: dir, Err: err})
 }
 
 // Own returns this process's path in the hierarchy whose

@@ -67,7 +67,7 @@ func TestV1Settings(t *testing.T) {
 		{"memory", "memory.memsw.limit_in_bytes", "268435456"},
 		{"memory", "memory.kmem.tcp.limit_in_bytes", "268435456"},
 		{"pids", "pids.max", "64"},
-		{"cpu", "cpu.cfs_period_us", "100000"},
+		// The quota alone: the period is a new group's default.
 		{"cpu", "cpu.cfs_quota_us", "50000"},
 	}
 	if !slices.Equal(got, want) {
@@ -115,7 +115,10 @@ func TestRunGroupLifecycle(t *testing.T) {
 	if r.CloneFD() >= 0 {
 		t.Skip("v2 host: entry is at clone time, covered by the VM suite")
 	}
-	for _, s := range v1Settings(Limits{Memory: 64 << 20, CPUs: 1, Pids: 16}) {
+	// The period the quota is of (cpuQuota), which v1Settings leaves as
+	// a new group has it.
+	period := setting{"cpu", "cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}
+	for _, s := range append(v1Settings(Limits{Memory: 64 << 20, CPUs: 1, Pids: 16}), period) {
 		path := filepath.Join(r.(*v1Run).dirs[s.controller], s.file)
 		data, err := os.ReadFile(path)
 		if err != nil && s.file == "memory.memsw.limit_in_bytes" && errors.Is(err, os.ErrNotExist) {

@@ -67,9 +67,11 @@ func v1Settings(l Limits) []setting {
 		s = append(s, setting{"pids", "pids.max", strconv.FormatInt(l.Pids, 10)})
 	}
 	if l.CPUs > 0 {
-		quota, period := cpuQuota(l.CPUs)
-		s = append(s, setting{"cpu", "cpu.cfs_period_us", strconv.FormatInt(period, 10)},
-			setting{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)})
+		// The quota alone: a new group's period is the kernel's default,
+		// cpuPeriod (TestRunGroupLifecycle reads it back), and each write
+		// of either walks every task group of the host.
+		quota, _ := cpuQuota(l.CPUs)
+		s = append(s, setting{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)})
 	}
 	return s
 }
@@ -88,19 +90,39 @@ func v1Needed(sub string, l Limits) bool {
 	return false
 }
 
-func newV1(name string, opts Options) (Run, error) {
-	lim := opts.Limits
+// v1Plan is what every run group of one Options needs on a v1 host,
+// found once (Maker): the parent in each hierarchy and the limits' files.
+type v1Plan struct {
+	limits   Limits
+	parents  map[string]string
+	settings []setting
+}
+
+func prepareV1(opts Options) (*v1Plan, error) {
+	p := &v1Plan{limits: opts.Limits}
 	swapless := false
-	if lim.Memory > 0 {
+	if p.limits.Memory > 0 {
 		var err error
 		if swapless, err = V1CheckSwap(); err != nil {
 			return nil, err
 		}
 	}
-	parents, err := v1Parents(opts.Parent)
-	if err != nil {
+	var err error
+	if p.parents, err = v1Parents(opts.Parent); err != nil {
 		return nil, fmt.Errorf("find own cgroups: %w", err)
 	}
+	for _, s := range v1Settings(p.limits) {
+		if s.file != "memory.memsw.limit_in_bytes" || !swapless {
+			p.settings = append(p.settings, s)
+		}
+	}
+	return p, nil
+}
+
+// make makes the run group name in each hierarchy and writes its limits.
+func (p *v1Plan) make(name string) (Run, error) {
+	lim := p.limits
+	parents := p.parents
 	r := &v1Run{dirs: map[string]string{}}
 	var made []string
 	for _, sub := range v1Controllers {
@@ -135,10 +157,7 @@ func newV1(name string, opts Options) (Run, error) {
 			return nil, field.Errorf("NoCgroup", "create cgroup v1 %s in the %s hierarchy, which the run's accounting needs (%v); make it writable to microbox, or pass {NoCgroup}", name, sub, err)
 		}
 	}
-	for _, s := range v1Settings(lim) {
-		if s.file == "memory.memsw.limit_in_bytes" && swapless {
-			continue
-		}
+	for _, s := range p.settings {
 		if err := s.write(r.dirs[s.controller]); err != nil {
 			r.Remove()
 			return nil, err

@@ -32,17 +32,27 @@ func newCapture(limit int64, tee io.Writer, keep bool) *capture {
 // so the writer never blocks while the supervisor kills the run.
 func (c *capture) drain(r *os.File) {
 	defer close(c.done)
-	chunk := make([]byte, 64<<10)
+	chunk := chunks.Get().(*[]byte)
+	defer chunks.Put(chunk)
 	for {
-		n, err := r.Read(chunk)
+		n, err := r.Read(*chunk)
 		if n > 0 {
-			c.take(chunk[:n])
+			c.take((*chunk)[:n])
 		}
 		if err != nil {
 			return
 		}
 	}
 }
+
+// chunks are drain's read buffers, kept between runs: two fresh 64 KiB
+// buffers a run were half of what a forked run's supervisor allocated,
+// each zeroed, and the garbage collector's pace. take copies what it
+// keeps out of the chunk.
+var chunks = sync.Pool{New: func() any {
+	b := make([]byte, 64<<10)
+	return &b
+}}
 
 func (c *capture) take(b []byte) {
 	room := c.limit - c.total

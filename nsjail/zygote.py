@@ -7,7 +7,7 @@
 #   the template  imports the operator's preloads, then, per request from
 #                 the supervisor (control socket, fd 0), clones the run's
 #                 PID 1 into fresh mount, uts, ipc, net and pid namespaces;
-#   PID 1         moved by the supervisor into the run's cgroup, forks the
+#   PID 1         joins the run's cgroup (or is moved there), forks the
 #                 program, then becomes microbox's own C init
 #                 (nsinit/zygote.c), exec'd from the binary's descriptor the
 #                 supervisor gave the template: it mounts the run's scratch
@@ -45,6 +45,7 @@ ZYGOTE_GO_FD, ZYGOTE_START_FD, ZYGOTE_BINARY_FD = 5, 6, 7
 ZYGOTE_HELLO, ZYGOTE_GO, ZYGOTE_READY = b"hello\n", b"go\n", b"ready"
 ZYGOTE_GO_BYTE, ZYGOTE_FAILED = b"g", b"!"
 STATUS_ERROR = b"error"
+MAX_JOIN = 8  # a run's v1 cgroup tasks files, one per hierarchy (nsjail/zygote_child.go)
 EXIT_SANDBOX_ERROR = 125
 
 BOOTSTRAP = os.path.abspath(__file__)
@@ -107,7 +108,7 @@ def template():
     # SIGCHLD back, before it has children).
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     while True:
-        msg, fds = recv_fds(ctl, 1 << 20, 2)
+        msg, fds = recv_fds(ctl, 1 << 20, 2 + MAX_JOIN)
         if not msg:
             os._exit(0)  # the supervisor closed the socket
         req = parse(msg)
@@ -179,21 +180,33 @@ def clone(flags):
 
 
 def run_init(req, rules, fds, init_binary):
-    ctl, run = fds
+    ctl, run = fds[0], fds[1]
     report = ctl
     try:
+        # PID 1 joins the run's cgroup, which the program is then born in,
+        # first: on v1 it writes 0 to each hierarchy's tasks file, which
+        # the supervisor opened (the kernel checks its right to move PID 1,
+        # not PID 1's), and moves itself, a single thread, without the
+        # wait for the kernel's global lock a move of another process
+        # takes. Where the request has no such files, the supervisor
+        # moves PID 1 after the hello and says so with ZYGOTE_GO.
+        joined = req["join"]
+        if len(fds) != 2 + joined:
+            raise OSError("the run's cgroup files came %d, not %d" % (len(fds) - 2, joined))
+        for fd in fds[2:]:
+            os.write(fd, b"0")
+            os.close(fd)
         # _signal's, not signal's: its enum wrapping would write the
         # pages of enum's machinery in every run.
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
         null = os.open("/dev/null", os.O_RDWR)
         os.dup2(null, 0)  # not the template's control socket
-        # The supervisor moves PID 1 into the run's cgroup, which the
-        # program is then born in; the kernel's credentials on the hello
-        # tell it PID 1's pid.
+        # The kernel's credentials on the hello tell the supervisor PID
+        # 1's pid.
         hello = _socket.socket(fileno=ctl)
         hello.sendmsg([ZYGOTE_HELLO], [(_socket.SOL_SOCKET, _socket.SCM_CREDENTIALS,
                                       struct.pack("3i", os.getpid(), os.getuid(), os.getgid()))])
-        if hello.recv(len(ZYGOTE_GO)) != ZYGOTE_GO:
+        if not joined and hello.recv(len(ZYGOTE_GO)) != ZYGOTE_GO:
             os._exit(EXIT_SANDBOX_ERROR)
         hello.detach()
         # The program is PID 1's own child, forked before PID 1 becomes

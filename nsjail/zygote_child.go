@@ -48,16 +48,19 @@ func (t *Template) Fork() (*ZygoteChild, error) {
 
 // childRequest is what a child's program needs before its run is known,
 // beyond what every child of its template applies alike (templateConfig);
-// its PID 1 has a plan (zygotePlan).
+// its PID 1 has a plan (zygotePlan). Join is how many of the request's
+// descriptors, after ctl and run, are the run's v1 cgroup tasks files.
 type childRequest struct {
-	UID int `json:"uid"`
-	GID int `json:"gid"`
+	UID  int `json:"uid"`
+	GID  int `json:"gid"`
+	Join int `json:"join"`
 }
 
 // fork has the template clone the child's PID 1 into new namespaces;
-// PID 1 says hello, is moved into the run's cgroup, forks the program and
-// becomes microbox's init, which carries out its plan and lets the
-// program go on, which sandboxes itself and says it is ready.
+// PID 1 joins the run's cgroup (v1: it writes 0 to each hierarchy's tasks
+// file, opened here; elsewhere it says hello and is moved there), forks
+// the program and becomes microbox's init, which carries out its plan and
+// lets the program go on, which sandboxes itself and says it is ready.
 func (c *ZygoteChild) fork() error {
 	t := c.t
 	t.mu.Lock()
@@ -68,6 +71,21 @@ func (c *ZygoteChild) fork() error {
 	c.slot, t.free = t.free[0], t.free[1:]
 	t.forks++
 	t.mu.Unlock()
+	var tasks []int
+	defer func() { // on an early return; closed once sent otherwise
+		for _, fd := range tasks {
+			unix.Close(fd)
+		}
+	}()
+	if t.cgroups != nil {
+		var err error
+		if c.cg, err = t.cgroups.New(); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+		if tasks, err = c.cg.JoinFDs(); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
 	ctl, ctlTheirs, err := socketpair(unix.SOCK_STREAM)
 	if err != nil {
 		return err
@@ -87,31 +105,32 @@ func (c *ZygoteChild) fork() error {
 		return err
 	}
 	uid := c.slot*slotSize + ProgramUID
-	req, _ := json.Marshal(childRequest{UID: uid, GID: uid})
-	err = sendmsg(t.ctl, req, unix.UnixRights(ctlTheirs, runTheirs))
+	req, _ := json.Marshal(childRequest{UID: uid, GID: uid, Join: len(tasks)})
+	err = sendmsg(t.ctl, req, unix.UnixRights(append([]int{ctlTheirs, runTheirs}, tasks...)...))
 	// Ours no longer: EOF on each then means the child has let go of it
 	// (or the template, dying, never took it).
 	unix.Close(ctlTheirs)
 	unix.Close(runTheirs)
+	joined := len(tasks) > 0
+	for _, fd := range tasks {
+		unix.Close(fd)
+	}
+	tasks = nil
 	if err != nil {
 		return fmt.Errorf("ask the template: %w", err)
-	}
-	// The run's cgroup is made while the template clones.
-	if sh := t.key.shape; sh.cgroup != nil {
-		if c.cg, err = cgroup.New(*sh.cgroup); err != nil {
-			return fmt.Errorf("cgroup: %w", err)
-		}
 	}
 	if err := c.hello(); err != nil {
 		return err
 	}
-	if c.cg != nil {
-		if err := c.cg.Adopt(c.pid); err != nil {
+	if !joined { // PID 1 did not join (v2, or no cgroup): it waits to be moved
+		if c.cg != nil {
+			if err := c.cg.Adopt(c.pid); err != nil {
+				return err
+			}
+		}
+		if _, err := ctl.Write([]byte(zygoteGo)); err != nil {
 			return err
 		}
-	}
-	if _, err := ctl.Write([]byte(zygoteGo)); err != nil {
-		return err
 	}
 	plan := zygotePlan(t.spec, idMapping{programUID: uid, programGID: uid})
 	if err := writeAll(c.ctl, plan.framed()); err != nil {

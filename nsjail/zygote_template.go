@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/result"
 )
@@ -29,7 +30,8 @@ type Template struct {
 	ctl     *os.File // the control socket, the template's fd 0
 	Version string   // the template's Python, e.g. 3.11.2
 	Born    time.Time
-	log     *capture // the template's stderr, the start of it
+	log     *capture      // the template's stderr, the start of it
+	cgroups *cgroup.Maker // its children's run groups; nil: none
 
 	mu    sync.Mutex
 	free  []int // uid slots of the template's map no child holds
@@ -50,6 +52,11 @@ func (sp *Spawner) StartTemplate(key ZygoteKey, runs *Spec) (*Template, error) {
 	sh, err := ShapeOf(t.spec)
 	if err == nil {
 		err = t.start(sp, sh)
+	}
+	if err == nil && key.shape.cgroup != nil {
+		if t.cgroups, err = cgroup.NewMaker(*key.shape.cgroup); err != nil {
+			err = fmt.Errorf("cgroup: %w", err)
+		}
 	}
 	var fe *field.Error
 	if err != nil && !(errors.As(err, &fe) && fe.Name == "Preload") { // a preload's failure speaks for itself

@@ -8,7 +8,7 @@ package nsjail
 // and templateReady here, childRequest and runRequest in zygote.go.
 const (
 	zygoteHello = "hello\n" // the run's PID 1, with its credentials
-	zygoteGo    = "go\n"    // the supervisor: PID 1 is in the run's cgroup
+	zygoteGo    = "go\n"    // the supervisor: PID 1 is in the run's cgroup (if it joined none itself)
 	zygoteReady = "ready"   // the program: sandboxed, it waits for its run
 )
 

@@ -395,9 +395,13 @@ func TestBatchPinsWorkers(t *testing.T) {
 	if len(lines) != 1 || json.Unmarshal([]byte(lines[0].Stdout), &cpus) != nil || len(cpus) != allowed.Count() {
 		t.Fatalf("not pinned: %+v, want the %d CPUs this process may use", lines, allowed.Count())
 	}
-	lines, _ = runBatchCmd(t, jsonl(t, affinity), "--jobs", "1")
-	if want := fmt.Sprintf("[%d]\n", cpus[0]); len(lines) != 1 || lines[0].Stdout != want {
-		t.Fatalf("pinned: %+v, want affinity %q", lines, want)
+	// A forked run too: its template is started once the worker's
+	// thread is no longer pinned, by the worker's pinned spawner.
+	for _, flags := range [][]string{{"--jobs", "1"}, {"--jobs", "1", "--zygote"}} {
+		lines, _ = runBatchCmd(t, jsonl(t, affinity), flags...)
+		if want := fmt.Sprintf("[%d]\n", cpus[0]); len(lines) != 1 || lines[0].Stdout != want {
+			t.Fatalf("pinned (%v): %+v, want affinity %q", flags, lines, want)
+		}
 	}
 }
 

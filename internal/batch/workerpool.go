@@ -151,15 +151,18 @@ func (p *WorkerPool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 		wg.Go(func() {
 			run := p.run
 			if run == nil {
+				unpin := func() {}
 				if p.cpus != nil {
-					pinWorker(p.cpus[w])
+					unpin = pinWorker(p.cpus[w])
 				}
 				// A spawner per worker, started from its thread: a jail
 				// then costs a clone rather than an exec of microbox. If
 				// it cannot start, each run tries on its own and reports
 				// why.
 				run = nsjail.Run
-				if sp, err := newSpawner(ctx); err == nil {
+				sp, err := newSpawner(ctx)
+				unpin()
+				if err == nil {
 					defer sp.Close()
 					// Templates start only for tasks that ask for a zygote
 					// (the base's options, or the task's own keys).
@@ -218,16 +221,25 @@ func retried(run policy.Runner) policy.Runner {
 }
 
 // pinWorker ties the calling goroutine to its OS thread and that thread to
-// cpu. The worker's spawner is started from that thread, and the jails it
-// clones, with their programs, inherit the affinity. It is a placement, not a boundary: a
-// program may widen its own affinity (cpu.max still caps what it uses).
-// The thread is never unlocked, so it ends with the worker instead of
-// returning pinned to the runtime's pool.
-func pinWorker(cpu int) {
+// cpu, for the worker's spawner to be started from: the spawner, and the
+// jails it clones, with their programs, inherit the affinity. It is a
+// placement, not a boundary: a program may widen its own affinity
+// (cpu.max still caps what it uses). unpin gives the thread back its
+// affinity and the runtime the thread: a goroutine locked to its thread
+// makes each of its wake-ups a hand-off between two threads, several a
+// run. A thread whose affinity could not be given back stays locked, and
+// ends with the worker instead of returning pinned to the runtime's pool.
+func pinWorker(cpu int) (unpin func()) {
 	runtime.LockOSThread()
-	var set unix.CPUSet
+	var was, set unix.CPUSet
+	known := unix.SchedGetaffinity(0, &was) == nil
 	set.Set(cpu)
 	unix.SchedSetaffinity(0, &set)
+	return func() {
+		if known && unix.SchedSetaffinity(0, &was) == nil {
+			runtime.UnlockOSThread()
+		}
+	}
 }
 
 // runResult is the result of it's run, nil if it has none.

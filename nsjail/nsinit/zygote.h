@@ -7,11 +7,13 @@
 //   supervisor: {"preload": [module...], "sandbox_uid", "rlimits",
 //               "seccomp"}, with this binary's descriptor
 //   template:   {"ready": version} or {"error": why}
-//   then per child, supervisor: {"uid", "gid"} with two SOCK_STREAM
-//   sockets, ctl and run.
+//   then per child, supervisor: {"uid", "gid", "join"} with two
+//   SOCK_STREAM sockets, ctl and run, then "join" v1 cgroup tasks files
+//   (the run's, one per hierarchy), to each of which PID 1 writes "0".
 // The child's PID 1 on ctl: ZYGOTE_HELLO with SCM_CREDENTIALS (its pid);
-// the supervisor answers ZYGOTE_GO once PID 1 is in the run's cgroup, then
-// sends the plan (plan.h, one part); PID 1 writes status lines (status.h).
+// if it joined no cgroup itself (join 0), the supervisor answers ZYGOTE_GO
+// once PID 1 is in the run's cgroup; then it sends the plan (plan.h, one
+// part); PID 1 writes status lines (status.h).
 // The program on run: ZYGOTE_READY once sandboxed; the supervisor sends the
 // run: u32 length with the program's stdin, stdout and stderr, then that
 // many bytes of JSON {"argv", "orig_argv", "env", "cwd", "code", "file",
