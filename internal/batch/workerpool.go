@@ -165,8 +165,13 @@ func (p *WorkerPool) Run(ctx context.Context, todo <-chan *Item) <-chan *Item {
 				if err == nil {
 					defer sp.Close()
 					// Templates start only for tasks that ask for a zygote
-					// (the base's options, or the task's own keys).
-					zygotes := zygote.New(sp, zygote.Config{Templates: 2, FieldNames: p.base.FieldNames})
+					// (the base's options, or the task's own keys). Each
+					// forks the worker's next child once a run ends, while
+					// the worker writes its result and takes its next task:
+					// the chain of hand-offs a fork is (template, PID 1,
+					// program) otherwise left the CPU idle between runs
+					// (BENCHMARKS.md, forked runs).
+					zygotes := zygote.New(sp, zygote.Config{Templates: 2, Ahead: 1, FieldNames: p.base.FieldNames})
 					defer zygotes.Close()
 					run = forkOrRun(zygotes, sp)
 				}
