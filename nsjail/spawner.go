@@ -40,11 +40,15 @@ type Spawner struct {
 	closed bool
 	once   bool       // serves one jail, and stops once its program has started (Run)
 	reaped chan error // a stopped single-use spawner's reaping
+	early  *earlyJail // asked for by SpawnEarly, not yet adopted: its reply comes first
 }
 
 // NewSpawner starts a spawner, or adopts the one a one-shot `microbox
 // exec` forked before Go started (nsinit/spawner.c: microbox_prestart_spawner).
 func NewSpawner() (*Spawner, error) {
+	if sp := takeEarlySpawner(); sp != nil {
+		return sp, nil
+	}
 	sp := &Spawner{}
 	if sp.sock, sp.pid = takePrestarted(); sp.pid != 0 {
 		return sp, nil
@@ -117,6 +121,9 @@ func (sp *Spawner) startLocked() error {
 
 // Close ends the spawner. Jails it started run on: they are the caller's.
 func (sp *Spawner) Close() error {
+	if e := sp.takeEarly(); e != nil {
+		sp.endEarly(e)
+	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.closed = true
@@ -211,6 +218,9 @@ var errSpawnerGone = errors.New("the jail spawner is gone")
 // runs on another. It returns PID 1's pid, which the caller must reap even
 // when err is not nil, and meanwhile's error, if the clone had none.
 func (sp *Spawner) spawn(req spawnRequest, files []int, meanwhile func() error) (pid int, err error) {
+	if e := sp.takeEarly(); e != nil { // its reply comes before ours
+		sp.endEarly(e)
+	}
 	msg, extras := req.encode()
 	files = append(files[:len(files):len(files)], extras...)
 	sp.mu.Lock()

@@ -73,39 +73,40 @@ type event struct {
 // PID 1 to be cloned into it; on v1 PID 1 joins its groups itself, at its
 // go and before anything else, so they are made while the spawner clones
 // it (each takes about a millisecond; the two run on two CPUs at once).
+// A PID 1 asked for early (SpawnEarly) is adopted if it fits.
 func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	joinsAtGo := sh.cgroup != nil && cgroup.HostMode() == cgroup.ModeV1
+	early := sp.takeEarly()
+	if early != nil && (sv.control != 0 || sv.childSlots != 0 || (sh.cgroup != nil && !joinsAtGo)) {
+		sp.endEarly(early)
+		early = nil
+	}
 	if sh.cgroup != nil && !joinsAtGo {
 		if err := sv.makeGroup(*sh.cgroup); err != nil {
 			return err
 		}
 	}
-	p, err := newPipes()
-	if err != nil {
-		return err
-	}
-	if sv.control != 0 {
-		if err := p.useControlSocket(sv.control); err != nil {
-			p.closeAll()
+	var tasks []int
+	defer func() { closeFDs(tasks) }()
+	var meanwhile func() error
+	if joinsAtGo {
+		meanwhile = func() (err error) {
+			if err = sv.makeGroup(*sh.cgroup); err == nil {
+				tasks, err = sv.cg.JoinFDs()
+			}
 			return err
 		}
 	}
-	sv.pipes = p
-	sv.mark("pipes")
-	var tasks []int
-	defer func() { closeFDs(tasks) }()
-	meanwhile := func() (err error) {
-		if err = sv.makeGroup(*sh.cgroup); err == nil {
-			tasks, err = sv.cg.JoinFDs()
-		}
+	var err error
+	if early != nil {
+		err = sv.adopt(sp, early, meanwhile)
+	} else {
+		err = sv.spawnNew(sp, meanwhile)
+	}
+	if err != nil {
 		return err
 	}
-	if !joinsAtGo {
-		meanwhile = nil
-	}
-	if err := sv.spawn(sp, meanwhile); err != nil {
-		return err
-	}
+	p := sv.pipes
 	p.closeChildEnds()
 	sv.mark("cloned")
 	sv.events = readEvents(p.statusR)
@@ -129,6 +130,41 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 		return sv.initGone(err)
 	}
 	return nil
+}
+
+// spawnNew makes PID 1's descriptors and has the spawner clone it,
+// running meanwhile (if not nil) while it clones.
+func (sv *supervisor) spawnNew(sp *Spawner, meanwhile func() error) error {
+	p, err := newPipes()
+	if err != nil {
+		return err
+	}
+	if sv.control != 0 {
+		if err := p.useControlSocket(sv.control); err != nil {
+			p.closeAll()
+			return err
+		}
+	}
+	sv.pipes = p
+	sv.mark("pipes")
+	return sv.spawn(sp, meanwhile)
+}
+
+// adopt makes the PID 1 asked for early this run's, running meanwhile (if
+// not nil) before it reads the spawner's reply.
+func (sv *supervisor) adopt(sp *Spawner, e *earlyJail, meanwhile func() error) error {
+	sv.sp, sv.pipes, sv.slots, sv.owner = sp, e.pipes, e.slots, e.owner
+	sv.markAt("spawn-asked", e.asked)
+	var meanwhileErr error
+	if meanwhile != nil {
+		meanwhileErr = meanwhile()
+	}
+	pid, err := sp.adoptReply()
+	sv.pid = pid
+	if err == nil {
+		err = meanwhileErr
+	}
+	return err
 }
 
 // makeGroup creates the run's cgroup.
@@ -171,25 +207,11 @@ func (sv *supervisor) initGone(err error) error {
 // meanwhile (if not nil) while it clones.
 func (sv *supervisor) spawn(sp *Spawner, meanwhile func() error) error {
 	sv.sp = sp
-	ids := hostIDs()
-	req := spawnRequest{flags: namespaces, setgroups: "allow", cgroupFD: -1}
-	if ids.rootless {
-		req.setgroups = "deny" // required before an unprivileged gid_map
-	} else {
-		n := 1 + sv.childSlots // a zygote's template maps one per child too
-		for range n {
-			slot, err := takeSlot()
-			if err != nil {
-				return fmt.Errorf("start jail: %w", err)
-			}
-			sv.slots = append(sv.slots, slot)
-			req.lockFDs = append(req.lockFDs, slot.fd) // PID 1 holds them as long as it lives
-		}
-		ids = ids.inSlots(sv.slots)
-		sv.owner = ids.hostUID
+	req, slots, owner, err := newSpawnRequest(sv.childSlots)
+	if err != nil {
+		return fmt.Errorf("start jail: %w", err)
 	}
-	req.uidMap, req.gidMap = ids.maps()
-	req.owner = ids.creator()
+	sv.slots, sv.owner = slots, owner
 	if sv.cg != nil {
 		req.cgroupFD = sv.cg.CloneFD()
 	}
