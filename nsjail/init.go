@@ -29,12 +29,14 @@ const (
 	// maxLocks is how many locks PID 1 may hold: a zygote's template
 	// holds its own uid slot and one per child.
 	maxLocks = 1 + ZygoteChildren
-	// maxTasks is how many cgroup v1 hierarchies PID 1 may join itself.
+	// maxTasks is how many cgroup v1 hierarchies PID 1 may join itself:
+	// the tasks files its go carries.
 	maxTasks = 8
+	// goByte opens the go: PID 1's first message on its syncFD.
+	goByte = 'g'
 	// The request's extras: the descriptors that follow PID 1's, by kind.
 	extraCgroup = 'c' // the run's cgroup v2 directory (CLONE_INTO_CGROUP)
 	extraLock   = 'l' // a lock PID 1 holds for its life
-	extraTasks  = 't' // a cgroup v1 tasks file PID 1 joins through
 )
 
 // PID 1's descriptors past stdin, stdout and stderr, as the spawner gives
@@ -43,7 +45,7 @@ const (
 const (
 	planFD   = 3 // the plan, from the supervisor
 	statusFD = 4 // status lines, to the supervisor
-	syncFD   = 5 // go: PID 1 waits for a byte on it
+	syncFD   = 5 // go: PID 1 waits for a message on it (a SOCK_SEQPACKET socket)
 	spawnFDs = 6
 )
 

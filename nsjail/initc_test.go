@@ -56,7 +56,7 @@ func TestInitCConstants(t *testing.T) {
 	strs := map[string]map[string]string{
 		"status.h": {"STATUS_ERROR": statusError, "STATUS_PHASE": statusPhase, "STATUS_READY": statusReady,
 			"STATUS_START": statusStart, "STATUS_EXIT": statusExit, "STATUS_WALL": result.LimitWall},
-		"spawner.h": {"INIT_ENV": initEnv, "EXTRA_CGROUP": string(rune(extraCgroup)), "EXTRA_LOCK": string(rune(extraLock)), "EXTRA_TASKS": string(rune(extraTasks))},
+		"spawner.h": {"INIT_ENV": initEnv, "EXTRA_CGROUP": string(rune(extraCgroup)), "EXTRA_LOCK": string(rune(extraLock)), "GO": string(rune(goByte))},
 		"zygote.h":  {"ZYGOTE_HELLO": zygoteHello, "ZYGOTE_GO": zygoteGo, "ZYGOTE_READY": zygoteReady},
 	}
 	for file, want := range strs {

@@ -17,19 +17,26 @@ type pipes struct {
 	inW, outR, errR *os.File      // the program's stdin, stdout and stderr
 	planW           *os.File      // the plan, to PID 1's planFD
 	statusR         *os.File      // status lines, from PID 1's statusFD
-	syncW           *os.File      // go, to PID 1's syncFD; kept open until the teardown
+	syncW           *os.File      // go, to PID 1's syncFD (a socket: the go carries descriptors); kept open until the teardown
 	control         *os.File      // a zygote template's or a held run's control socket, its fd 0 (instead of inW)
 	jail            [spawnFDs]int // PID 1's ends, its fds 0 to 5 in order; -1 once closed
 }
 
 func newPipes() (*pipes, error) {
 	p := &pipes{}
-	ours := [spawnFDs]**os.File{0: &p.inW, 1: &p.outR, 2: &p.errR, planFD: &p.planW, statusFD: &p.statusR, syncFD: &p.syncW}
-	jailReads := [spawnFDs]bool{0: true, planFD: true, syncFD: true}
+	ours := [spawnFDs]**os.File{0: &p.inW, 1: &p.outR, 2: &p.errR, planFD: &p.planW, statusFD: &p.statusR}
+	jailReads := [spawnFDs]bool{0: true, planFD: true}
 	for i := range p.jail {
 		p.jail[i] = -1
 	}
+	var err error
+	if p.syncW, p.jail[syncFD], err = socketpair(unix.SOCK_SEQPACKET); err != nil {
+		return nil, err
+	}
 	for i := range p.jail {
+		if i == syncFD {
+			continue
+		}
 		var fds [2]int
 		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 			p.closeAll()

@@ -40,11 +40,15 @@ type Spawner struct {
 	closed bool
 	once   bool       // serves one jail, and stops once its program has started (Run)
 	reaped chan error // a stopped single-use spawner's reaping
+	early  *earlyJail // asked for by SpawnEarly, not yet adopted: its reply comes first
 }
 
 // NewSpawner starts a spawner, or adopts the one a one-shot `microbox
 // exec` forked before Go started (nsinit/spawner.c: microbox_prestart_spawner).
 func NewSpawner() (*Spawner, error) {
+	if sp := takeEarlySpawner(); sp != nil {
+		return sp, nil
+	}
 	sp := &Spawner{}
 	if sp.sock, sp.pid = takePrestarted(); sp.pid != 0 {
 		return sp, nil
@@ -117,6 +121,9 @@ func (sp *Spawner) startLocked() error {
 
 // Close ends the spawner. Jails it started run on: they are the caller's.
 func (sp *Spawner) Close() error {
+	if e := sp.takeEarly(); e != nil {
+		sp.endEarly(e)
+	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.closed = true
@@ -180,7 +187,6 @@ type spawnRequest struct {
 	uidMap, gidMap, setgroups, owner string
 	cgroupFD                         int   // -1: none
 	lockFDs                          []int // locks PID 1 holds for its life
-	taskFDs                          []int // cgroup v1 tasks files PID 1 joins through
 }
 
 // encode is the request's message and the extras it names.
@@ -192,9 +198,6 @@ func (r spawnRequest) encode() ([]byte, []int) {
 	}
 	for _, fd := range r.lockFDs {
 		extras, fds = extras+string(extraLock), append(fds, fd)
-	}
-	for _, fd := range r.taskFDs {
-		extras, fds = extras+string(extraTasks), append(fds, fd)
 	}
 	b := binary.LittleEndian.AppendUint64(nil, r.flags)
 	for _, s := range []string{r.uidMap, r.gidMap, r.setgroups, r.owner, extras} {
@@ -209,9 +212,15 @@ var errSpawnerGone = errors.New("the jail spawner is gone")
 
 // spawn asks for a PID 1 with descriptors files as its 0 to 5 (stdin,
 // stdout, stderr, plan, status, sync), cloned into the cgroup v2 directory
-// req.cgroupFD unless it is negative. It returns PID 1's pid, which the
-// caller must reap even when err is not nil (then it has been killed).
-func (sp *Spawner) spawn(req spawnRequest, files []int) (pid int, err error) {
+// req.cgroupFD unless it is negative. meanwhile, if not nil, runs while the
+// spawner clones (once the request has reached it): work of the caller's
+// that PID 1 needs only at its go, done on this CPU while the spawner's
+// runs on another. It returns PID 1's pid, which the caller must reap even
+// when err is not nil, and meanwhile's error, if the clone had none.
+func (sp *Spawner) spawn(req spawnRequest, files []int, meanwhile func() error) (pid int, err error) {
+	if e := sp.takeEarly(); e != nil { // its reply comes before ours
+		sp.endEarly(e)
+	}
 	msg, extras := req.encode()
 	files = append(files[:len(files):len(files)], extras...)
 	sp.mu.Lock()
@@ -226,7 +235,7 @@ func (sp *Spawner) spawn(req spawnRequest, files []int) (pid int, err error) {
 				return 0, err
 			}
 		}
-		pid, err = sp.roundTrip(msg, oob)
+		pid, err = sp.roundTrip(msg, oob, meanwhile)
 		if retried || !errors.Is(err, errSpawnerGone) {
 			return pid, err
 		}
@@ -236,9 +245,10 @@ func (sp *Spawner) spawn(req spawnRequest, files []int) (pid int, err error) {
 	}
 }
 
-// roundTrip sends one request, its descriptors in oob, and reads the
-// spawner's reply.
-func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {
+// roundTrip sends one request, its descriptors in oob, runs meanwhile (if
+// not nil) and reads the spawner's reply. A request that did not reach the
+// spawner runs nothing (spawn tries it again).
+func (sp *Spawner) roundTrip(msg, oob []byte, meanwhile func() error) (int, error) {
 	err := sendmsg(sp.sock, msg, oob)
 	switch {
 	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
@@ -246,6 +256,20 @@ func (sp *Spawner) roundTrip(msg, oob []byte) (int, error) {
 	case err != nil:
 		return 0, fmt.Errorf("start jail: send to the spawner: %w", err)
 	}
+	var meanwhileErr error
+	if meanwhile != nil {
+		meanwhileErr = meanwhile()
+	}
+	pid, err := sp.reply()
+	if err == nil {
+		err = meanwhileErr
+	}
+	return pid, err
+}
+
+// reply reads the spawner's answer to a request: PID 1's pid, or why
+// there is none.
+func (sp *Spawner) reply() (int, error) {
 	reply := make([]byte, 4+replyErrorMax)
 	n, _, err := recvmsg(sp.sock, reply, nil)
 	if err != nil || n < 4 {

@@ -102,7 +102,7 @@ func TestSpawnerRefusesMalformedRequests(t *testing.T) {
 		"the same extra twice": {append(withCgroup[:len(withCgroup)-1], 'c', 0), append(fds6(r, w), int(r.Fd()), int(r.Fd()))},
 	} {
 		sp.mu.Lock()
-		pid, err := sp.roundTrip(c.msg, unix.UnixRights(c.fds...))
+		pid, err := sp.roundTrip(c.msg, unix.UnixRights(c.fds...), nil)
 		sp.mu.Unlock()
 		if err == nil || pid != 0 || !strings.Contains(err.Error(), "spawner:") {
 			t.Errorf("%s: pid %d, error %v; want a refusal", name, pid, err)
@@ -211,9 +211,8 @@ func TestSpawnerOwnProcessGroup(t *testing.T) {
 }
 
 // A PID 1 that cannot join its cgroup (here: its v1 group was removed
-// after the supervisor opened the tasks file) says why on its status
-// pipe and ends before its go: nothing of the jail runs outside the
-// group.
+// after the supervisor opened the tasks file the go carries) says why on
+// its status pipe and ends: nothing of the jail runs outside the group.
 func TestJailThatCannotJoinItsCgroupEnds(t *testing.T) {
 	needNamespaces(t)
 	if cgroup.HostMode() != cgroup.ModeV1 {
@@ -228,37 +227,76 @@ func TestJailThatCannotJoinItsCgroupEnds(t *testing.T) {
 		cg.Remove()
 		t.Fatal(err)
 	}
-	defer func() {
-		for _, fd := range tasks {
-			unix.Close(fd)
-		}
-	}()
+	defer closeFDs(tasks)
 	if err := cg.Remove(); err != nil {
 		t.Fatal(err)
 	}
+	status := goAndStatus(t, []byte{goByte, byte(len(tasks))}, tasks)
+	if !strings.HasPrefix(status, statusError+" join the run's cgroup") {
+		t.Errorf("PID 1's status %q does not say it could not join its cgroup", status)
+	}
+}
+
+// A go that does not carry the tasks files it names ends PID 1, which
+// must not go on outside a group it was meant to join; so does one that
+// is not a go at all.
+func TestJailEndsAtAMalformedGo(t *testing.T) {
+	needNamespaces(t)
+	null, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	nullFD := int(null.Fd())
+	for name, c := range map[string]struct {
+		msg []byte
+		fds []int
+	}{
+		"a descriptor named, none sent": {[]byte{goByte, 1}, nil},
+		"one sent, none named":          {[]byte{goByte, 0}, []int{nullFD}},
+		"one sent, two named":           {[]byte{goByte, 2}, []int{nullFD}},
+		"no count":                      {[]byte{goByte}, nil},
+		"not a go":                      {[]byte{'x', 0}, nil},
+	} {
+		status := goAndStatus(t, c.msg, c.fds)
+		if !strings.HasPrefix(status, statusError+" malformed go") {
+			t.Errorf("%s: PID 1's status %q; want it to end at a malformed go", name, status)
+		}
+	}
+}
+
+// goAndStatus spawns a PID 1, sends it msg with fds as its go and returns
+// its status lines once it has ended, which it must with
+// ExitSandboxError.
+func goAndStatus(t *testing.T, msg []byte, fds []int) string {
+	t.Helper()
 	null, err := os.Open("/dev/null")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer null.Close()
 	statusR, statusW, _ := os.Pipe()
-	syncR, syncW, _ := os.Pipe()
 	defer statusR.Close()
+	syncW, syncR, err := socketpair(unix.SOCK_SEQPACKET)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syncW.Close()
 	n := int(null.Fd())
-	req := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: -1, taskFDs: tasks}
-	pid, err := testSpawner(t).spawn(req, []int{n, n, n, n, int(statusW.Fd()), int(syncR.Fd())})
+	req := spawnRequest{flags: namespaces, uidMap: "0 0 1", gidMap: "0 0 1", setgroups: "deny", cgroupFD: -1}
+	pid, err := testSpawner(t).spawn(req, []int{n, n, n, n, int(statusW.Fd()), syncR}, nil)
 	statusW.Close()
-	syncR.Close()
-	syncW.Close() // no go: a PID 1 that joined would end at this EOF, silent
+	unix.Close(syncR)
 	if pid == 0 {
 		t.Fatalf("no PID 1: %v", err)
+	}
+	if err := sendmsg(syncW, msg, unix.UnixRights(fds...)); err != nil {
+		t.Errorf("send the go: %v", err)
 	}
 	ws, werr := waitExit(pid)
 	line, _ := io.ReadAll(statusR)
 	if werr != nil || ws.ExitStatus() != result.ExitSandboxError {
 		t.Errorf("PID 1 ended with %v (%v), want exit %d", ws, werr, result.ExitSandboxError)
 	}
-	if !strings.HasPrefix(string(line), statusError+" join the run's cgroup") {
-		t.Errorf("PID 1's status %q does not say it could not join its cgroup", line)
-	}
+	return string(line)
 }

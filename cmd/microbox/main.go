@@ -38,6 +38,8 @@ func main() {
 	goMain := nsjail.MomentNow("go-main")
 	if len(os.Args) > 1 && os.Args[1] == "exec" {
 		oneProcessor()
+		// Its jail's PID 1 is cloned while Go parses the command line.
+		nsjail.SpawnEarly()
 	}
 	inv := processInvocation()
 	inv.moments = processMoments(goMain)

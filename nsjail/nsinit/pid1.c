@@ -242,6 +242,56 @@ static void skip_program_pid(void)
 		die("take pid 2 for the template's runs");
 }
 
+// join_cgroups moves PID 1, its only thread, into the run's cgroup v1
+// hierarchies: "0" written to a tasks file names the writer. The kernel
+// moves the current thread without the global lock that moving another
+// process takes (and that lock's wait for an RCU grace period, 7 to 13 ms
+// on a v1 host). The supervisor opened the files: the kernel's check of
+// who may move PID 1 is against it.
+static void join_cgroups(const int *tasks, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (write(tasks[i], "0", 1) != 1)
+			die("join the run's cgroup (its tasks file)");
+		close(tasks[i]);
+	}
+}
+
+// await_go waits for the supervisor's go (spawner.h: SYNC_FD), which
+// comes once the id maps are written, and joins the run's v1 cgroups
+// whose tasks files it carries. On v1 the supervisor makes them while the
+// spawner clones PID 1, which has run none of the plan and nothing of the
+// program's until it is in them; on v2 PID 1 was cloned into its group
+// and the go carries none. A go that is not whole ends the jail: PID 1
+// must not go on outside a group it was meant to join.
+static void await_go(void)
+{
+	unsigned char go[2];
+	int tasks[MAX_TASKS];
+	char control[CMSG_SPACE(sizeof tasks)];
+	struct iovec iov = { go, sizeof go };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = control, .msg_controllen = sizeof control };
+	ssize_t r;
+	while ((r = recvmsg(SYNC_FD, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (r <= 0)
+		_exit(EXIT_SANDBOX_ERROR); // the supervisor gave up on this jail
+	int n = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (int i = 0; i < k && n < MAX_TASKS; i++)
+			memcpy(&tasks[n++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	if (r != sizeof go || go[0] != GO || go[1] != n || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		errno = 0;
+		die("malformed go from the supervisor: %zd bytes, %d cgroup descriptors", r, n);
+	}
+	join_cgroups(tasks, n);
+}
+
 // jail_init is PID 1 of the new namespaces: it waits for the supervisor's
 // go, builds the jail, waits for its run, starts the program, reports and
 // reaps. It never returns.
@@ -249,15 +299,8 @@ static void skip_program_pid(void)
 void jail_init(const struct jail *j)
 {
 	static struct program prog;
-	char go;
 	ssize_t r;
-	// The supervisor says go once the id maps are written. PID 1 is in
-	// the run's cgroup already: cloned into it (v2), or it moved itself
-	// (v1, spawner.c: join_cgroups).
-	while ((r = read(SYNC_FD, &go, 1)) < 0 && errno == EINTR)
-		;
-	if (r != 1)
-		_exit(EXIT_SANDBOX_ERROR); // the supervisor gave up on this jail
+	await_go();
 	// Not dumpable: nothing of PID 1 is for the program to read later
 	// (/proc/1/*). Only now, since a non-dumpable process's uid_map is
 	// root's, and a rootless spawner had to write it.

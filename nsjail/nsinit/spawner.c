@@ -12,7 +12,7 @@
 
 #include "init.h"
 
-#define MAX_EXTRA_FDS (1 + MAX_LOCKS + MAX_TASKS)
+#define MAX_EXTRA_FDS (1 + MAX_LOCKS)
 
 struct request {
 	struct jail jail;
@@ -21,8 +21,6 @@ struct request {
 	int cgroup_fd; // -1: clone into the spawner's cgroup
 	int locks[MAX_LOCKS];
 	int nlocks;
-	int tasks[MAX_TASKS]; // cgroup v1 tasks files PID 1 joins through
-	int ntasks;
 };
 
 // close_fds_from closes every descriptor from first up.
@@ -59,43 +57,24 @@ static const char *parse_request(char *buf, size_t n, struct request *req)
 		return "request with the wrong number of descriptors";
 	req->cgroup_fd = -1;
 	req->nlocks = 0;
-	req->ntasks = 0;
 	for (int i = 0; extras[i]; i++) {
 		int fd = req->fds[SPAWN_FDS + i];
 		if (extras[i] == EXTRA_CGROUP && req->cgroup_fd < 0)
 			req->cgroup_fd = fd;
 		else if (extras[i] == EXTRA_LOCK && req->nlocks < MAX_LOCKS)
 			req->locks[req->nlocks++] = fd;
-		else if (extras[i] == EXTRA_TASKS && req->ntasks < MAX_TASKS)
-			req->tasks[req->ntasks++] = fd;
 		else
 			return "malformed request";
 	}
 	return NULL;
 }
 
-// join_cgroups moves the calling thread, PID 1 fresh from its clone and
-// its only thread, into the run's cgroup v1 hierarchies: "0" in a tasks
-// file names the writer. The kernel moves the current thread without the
-// global lock that moving another process takes (and that lock's wait
-// for an RCU grace period, 7 to 13 ms on a v1 host). It returns 0, or
-// the errno of the first write that failed.
-static int join_cgroups(const struct request *req)
-{
-	for (int i = 0; i < req->ntasks; i++)
-		if (write(req->tasks[i], "0", 1) != 1)
-			return errno ? errno : EIO;
-	return 0;
-}
-
-// become_pid1 runs in the clone: it joins the run's cgroups, puts the
-// request's descriptors at 0 to 5 (and its locks from LOCK_FD on), closes
-// every other (the spawner's socket among them) and is PID 1. A jail that
-// could not join says why on its status pipe and ends before its go: none
-// of it runs outside its cgroup.
+// become_pid1 runs in the clone: it puts the request's descriptors at 0
+// to 5 (and its locks from LOCK_FD on), closes every other (the
+// spawner's socket among them) and is PID 1, which joins the run's v1
+// cgroups at its go (pid1.c: await_go) before anything else.
 static void become_pid1(struct request *req)
 {
-	int join_err = join_cgroups(req);
 	int high[SPAWN_FDS + MAX_LOCKS];
 	int n = SPAWN_FDS + req->nlocks;
 	// Each first copied to n or above, where no target is (a fixed base
@@ -109,10 +88,6 @@ static void become_pid1(struct request *req)
 		if (dup2(high[i], i) < 0)
 			_exit(EXIT_SANDBOX_ERROR);
 	close_fds_from(n);
-	if (join_err) {
-		errno = join_err;
-		die("join the run's cgroup (its tasks file)");
-	}
 	jail_init(&req->jail);
 }
 

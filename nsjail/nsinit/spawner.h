@@ -11,9 +11,7 @@
 //   jail's user namespace is created as ("": the spawner's), extras names
 //   the optional descriptors that follow the SPAWN_FDS, in order:
 //   EXTRA_CGROUP the run's cgroup v2 directory (CLONE_INTO_CGROUP),
-//   EXTRA_LOCK a lock PID 1 holds for its life (from LOCK_FD on),
-//   EXTRA_TASKS a cgroup v1 hierarchy's tasks file, to which PID 1 writes
-//   "0" first thing (at most MAX_TASKS);
+//   EXTRA_LOCK a lock PID 1 holds for its life (from LOCK_FD on);
 //   SCM_RIGHTS: PID 1's stdin, stdout, stderr, plan, status and sync, then
 //   the extras.
 // Reply, one message: i32 pid of PID 1 (0: none), then an error message of
@@ -34,16 +32,19 @@
 #define REPLY_ERROR_MAX 1024
 
 // PID 1's descriptors past stdin, stdout and stderr: PLAN_FD (plan.h),
-// STATUS_FD (status.h), then SYNC_FD, on which PID 1 waits for a byte, the
-// supervisor's go. SPAWN_FDS in all.
+// STATUS_FD (status.h), then SYNC_FD, a SOCK_SEQPACKET socket on which PID
+// 1 waits for the supervisor's go: one message, GO and the number of
+// descriptors it carries (SCM_RIGHTS), the run's cgroup v1 tasks files
+// (at most MAX_TASKS; none on v2), which PID 1 joins before anything
+// else. SPAWN_FDS in all.
 #define SYNC_FD 5
 #define SPAWN_FDS 6
 #define LOCK_FD 6    // PID 1's first lock, if the request has any
 #define MAX_LOCKS 33 // a zygote's template holds one uid slot per child
 #define MAX_TASKS 8  // cgroup v1 hierarchies a run joins (4 today)
+#define GO 'g'
 
 #define EXTRA_CGROUP 'c'
 #define EXTRA_LOCK 'l'
-#define EXTRA_TASKS 't'
 
 #endif
