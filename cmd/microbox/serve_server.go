@@ -169,7 +169,7 @@ type answerFlags struct {
 }
 
 func (b *answerFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&b.bodyBudget, "http-body-budget", "", "bytes of request bodies the server holds before their runs are admitted, all requests together; past it, 429 (default: twice --http-max-body, at least --max-session-file-bytes)")
+	c.Flags().StringVar(&b.bodyBudget, "http-body-budget", "", "bytes of request bodies the server holds before their runs are admitted, all requests together; past it, 429 (default: twice --http-max-body)")
 	c.Flags().DurationVar(&b.writeTimeout, "http-write-timeout", 30*time.Second, "longest wait for a caller to take each piece of its answer; a caller that stops reading loses its connection")
 }
 
@@ -193,20 +193,18 @@ func (b *answerFlags) apply(cfg *httpapi.Config) error {
 	return nil
 }
 
-// fitFiles makes room in the body budget for a session's largest file,
-// which a PUT holds whole while it waits: a default budget grows to it,
-// and a budget given below it is refused, since such a file could never
-// be admitted and every PUT of one would get 429 for good.
-func (b *answerFlags) fitFiles(cfg *httpapi.Config) error {
+// fitFiles refuses a --max-session-file-bytes given above the body
+// budget, which holds a PUT's file whole while it waits: such a file
+// could never be admitted. (Left at its default, the session file
+// ceiling is held to the budget: a larger file gets 413 naming
+// --http-body-budget.)
+func fitFiles(c *cobra.Command, cfg *httpapi.Config) error {
 	file := int64(cfg.Service.Limits.Value("session-file-bytes", cfg.Service.Base))
-	if file <= cfg.BodyBudget {
+	if file <= cfg.BodyBudget || !c.Flags().Changed("max-session-file-bytes") {
 		return nil
 	}
-	if b.bodyBudget == "" {
-		cfg.BodyBudget = file
-		return nil
-	}
-	return usagef("--http-body-budget %s is below --max-session-file-bytes (%d bytes): a session file that large could never be admitted; raise --http-body-budget or lower --max-session-file-bytes", b.bodyBudget, file)
+	return usagef("--max-session-file-bytes %s is above the body budget (%d bytes, --http-body-budget, by default twice --http-max-body): a session file that large could never be admitted; raise --http-body-budget or lower --max-session-file-bytes",
+		c.Flag("max-session-file-bytes").Value, cfg.BodyBudget)
 }
 
 // connFlags bound the API's connections (internal/httpapi's conns.go).
@@ -266,7 +264,7 @@ func serveHTTP(c *cobra.Command, o server.Options, f *apiFlags, h *httpFlags) er
 	if err := h.answers.apply(&cfg); err != nil {
 		return err
 	}
-	if err := h.answers.fitFiles(&cfg); err != nil {
+	if err := fitFiles(c, &cfg); err != nil {
 		return err
 	}
 	if err := h.conns.apply(&cfg); err != nil {

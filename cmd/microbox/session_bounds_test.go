@@ -113,26 +113,29 @@ func TestHTTPSessionForgedReplyLeftBehind(t *testing.T) {
 }
 
 // A session's largest file fits in the body budget, which holds a PUT's
-// file whole while it waits: a default budget grows to it, and a budget
-// given below it is refused at start-up. Before, a file between the two
-// got 429 on every try, however long the caller waited.
+// file whole while it waits: a --max-session-file-bytes given above it is
+// refused at start-up, and a default one is held to it, a larger file
+// getting 413 naming the budget. Before, a file between the two got 429
+// on every try, however long the caller waited.
 func TestHTTPSessionFileFitsBodyBudget(t *testing.T) {
-	socket := filepath.Join(t.TempDir(), "exec.sock")
-	// A server that starts anyway is ended: the test then fails, not hangs.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, microbox, "serve", "--socket", socket, "--http", "127.0.0.1:0",
-		"--http-max-body", "1M", "--http-body-budget", "2M", "--max-session-file-bytes", "3M")
-	_, errOut, code := runCmd(t, cmd)
-	msg := strings.TrimSpace(string(errOut))
-	if code != result.ExitSandboxError || strings.Contains(msg, "\n") ||
-		!strings.Contains(msg, "--http-body-budget 2M is below --max-session-file-bytes") || !strings.Contains(msg, "raise --http-body-budget") {
-		t.Errorf("a body budget below the session file ceiling: exit %d, %q; want %d and one line naming both flags and the fix", code, msg, result.ExitSandboxError)
+	for _, budget := range [][]string{{"--http-body-budget", "2M"}, nil} {
+		socket := filepath.Join(t.TempDir(), "exec.sock")
+		// A server that starts anyway is ended: the test then fails, not hangs.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		args := append([]string{"serve", "--socket", socket, "--http", "127.0.0.1:0", "--http-max-body", "1M", "--max-session-file-bytes", "3M"}, budget...)
+		_, errOut, code := runCmd(t, exec.CommandContext(ctx, microbox, args...))
+		cancel()
+		msg := strings.TrimSpace(string(errOut))
+		if code != result.ExitSandboxError || strings.Contains(msg, "\n") ||
+			!strings.Contains(msg, "--max-session-file-bytes 3M is above the body budget (2097152 bytes") || !strings.Contains(msg, "raise --http-body-budget") {
+			t.Errorf("%v: exit %d, %q; want %d and one line naming both flags and the fix", args, code, msg, result.ExitSandboxError)
+		}
 	}
-	s := startAPI(t, "--http-max-body", "1M", "--max-session-file-bytes", "3M")
+	s := startAPI(t, "--http-max-body", "1M") // a budget of 2M; files up to 64M by default
 	id := s.createSession(t, `{}`)
-	file := strings.Repeat("x", 5<<19) // 2.5 MiB: over the default budget of twice --http-max-body
-	if code, answer := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/big", file, nil); code != http.StatusOK {
-		t.Errorf("PUT of a 2.5 MiB file under --max-session-file-bytes 3M: %d %.300s", code, answer)
+	code, answer := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/big", strings.Repeat("x", 5<<19), nil)
+	wantError(t, code, answer, http.StatusRequestEntityTooLarge, "the file is 2621440 bytes, over the server's --http-body-budget 2097152")
+	if code, answer := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/fits", strings.Repeat("x", 3<<19), nil); code != http.StatusOK {
+		t.Errorf("PUT of a 1.5 MiB file within the budget: %d %.300s", code, answer)
 	}
 }

@@ -141,7 +141,8 @@ func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
 		writeSessionError(w, err)
 		return
 	}
-	data, ok := a.readFileBody(w, r, s.FileCap())
+	limit, flag := a.fileLimit(s)
+	data, ok := a.readFileBody(w, r, limit, flag)
 	if !ok {
 		return
 	}
@@ -158,16 +159,29 @@ func (a *API) putFile(w http.ResponseWriter, r *http.Request) {
 // live session: none (the handler answers 404 or 410, the body unread).
 func (a *API) fileCap(r *http.Request) int64 {
 	if s, _, _ := a.sessions.Get(r.PathValue("id")); s != nil {
-		return s.FileCap()
+		limit, _ := a.fileLimit(s)
+		return limit
 	}
 	return 0
 }
 
-// readFileBody reads a file's raw bytes, at most limit of them.
-func (a *API) readFileBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+// fileLimit is the largest file a PUT to s may send, and the flag that
+// sets it: the session's own cap, or the body budget when that is
+// smaller (a file over the budget could never be admitted, and would get
+// 429 on every try instead of its 413).
+func (a *API) fileLimit(s *session.Session) (int64, string) {
+	if budget := a.cfg.BodyBudget; budget > 0 && budget < s.FileCap() {
+		return budget, "--http-body-budget"
+	}
+	return s.FileCap(), "--max-session-file-bytes"
+}
+
+// readFileBody reads a file's raw bytes, at most limit of them, which
+// flag sets.
+func (a *API) readFileBody(w http.ResponseWriter, r *http.Request, limit int64, flag string) ([]byte, bool) {
 	if r.ContentLength > limit {
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestEntityTooLarge, "the file is %d bytes, over the server's --max-session-file-bytes %d", r.ContentLength, limit)
+		writeError(w, http.StatusRequestEntityTooLarge, "the file is %d bytes, over the server's %s %d", r.ContentLength, flag, limit)
 		return nil, false
 	}
 	rc := http.NewResponseController(w)
@@ -177,7 +191,7 @@ func (a *API) readFileBody(w http.ResponseWriter, r *http.Request, limit int64) 
 		w.Header().Set("Connection", "close")
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "the file is over the server's --max-session-file-bytes %d", limit)
+			writeError(w, http.StatusRequestEntityTooLarge, "the file is over the server's %s %d", flag, limit)
 		} else {
 			writeError(w, http.StatusBadRequest, "read the file: %v", err)
 		}
