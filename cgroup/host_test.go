@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,5 +102,20 @@ func TestV1Where(t *testing.T) {
 	_, missing = v1Where(root, parents, Limits{CPUs: 1})
 	if !slices.Equal(missing, []string{"cpu"}) {
 		t.Fatalf("missing %v, want cpu (not in /proc/self/cgroup)", missing)
+	}
+}
+
+// A Maker made when the host had neither swap accounting nor swap gives
+// its runs a memory limit without a swap limit; once swap is on, its next
+// run is refused as a new Maker's would be, not left free to page out
+// past its limit for the rest of a template's life.
+func TestV1PlanRechecksSwap(t *testing.T) {
+	swapOn := errors.New("the host has swap but no cgroup v1 swap accounting")
+	defer func(check func() (bool, error)) { v1SwapCheck = check }(v1SwapCheck)
+	v1SwapCheck = func() (bool, error) { return false, swapOn }
+	p := &v1Plan{limits: Limits{Memory: 64 << 20}, swapless: true,
+		parents: map[string]string{"memory": "/microbox-test-no-such-parent", "pids": "/microbox-test-no-such-parent", "cpu": "/microbox-test-no-such-parent", "cpuacct": "/microbox-test-no-such-parent"}}
+	if _, err := p.make("microbox-test-swap"); !errors.Is(err, swapOn) {
+		t.Errorf("a swapless plan's run once the host swaps: %v, want %v", err, swapOn)
 	}
 }

@@ -96,14 +96,21 @@ type v1Plan struct {
 	limits   Limits
 	parents  map[string]string
 	settings []setting
+	// swapless: the memory limit goes without a swap limit, the host
+	// having no swap accounting and no swap. Swap turned on later would
+	// let a run page out past its limit, so make checks again each time.
+	swapless bool
 }
+
+// v1SwapCheck is V1CheckSwap, a variable for the tests.
+var v1SwapCheck = V1CheckSwap
 
 func prepareV1(opts Options) (*v1Plan, error) {
 	p := &v1Plan{limits: opts.Limits}
 	swapless := false
 	if p.limits.Memory > 0 {
 		var err error
-		if swapless, err = V1CheckSwap(); err != nil {
+		if swapless, err = v1SwapCheck(); err != nil {
 			return nil, err
 		}
 	}
@@ -116,11 +123,17 @@ func prepareV1(opts Options) (*v1Plan, error) {
 			p.settings = append(p.settings, s)
 		}
 	}
+	p.swapless = swapless
 	return p, nil
 }
 
 // make makes the run group name in each hierarchy and writes its limits.
 func (p *v1Plan) make(name string) (Run, error) {
+	if p.swapless {
+		if _, err := v1SwapCheck(); err != nil {
+			return nil, err
+		}
+	}
 	lim := p.limits
 	parents := p.parents
 	r := &v1Run{dirs: map[string]string{}}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,8 +39,11 @@ func main() {
 	goMain := nsjail.MomentNow("go-main")
 	if len(os.Args) > 1 && os.Args[1] == "exec" {
 		oneProcessor()
-		// Its jail's PID 1 is cloned while Go parses the command line.
-		nsjail.SpawnEarly()
+		// Its jail's PID 1 is cloned while Go parses the command line
+		// (not for a help, which runs nothing).
+		if !slices.Contains(os.Args[2:], "-h") && !slices.Contains(os.Args[2:], "--help") {
+			nsjail.SpawnEarly()
+		}
 	}
 	inv := processInvocation()
 	inv.moments = processMoments(goMain)

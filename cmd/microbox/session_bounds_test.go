@@ -131,11 +131,23 @@ func TestHTTPSessionFileFitsBodyBudget(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want %d and one line naming both flags and the fix", args, code, msg, result.ExitSandboxError)
 		}
 	}
-	s := startAPI(t, "--http-max-body", "1M") // a budget of 2M; files up to 64M by default
+	s := startAPI(t, "--http-max-body", "1M", "--http-read-timeout", "60s") // a budget of 2M; files up to 64M by default
 	id := s.createSession(t, `{}`)
 	code, answer := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/big", strings.Repeat("x", 5<<19), nil)
 	wantError(t, code, answer, http.StatusRequestEntityTooLarge, "the file is 2621440 bytes, over the server's --http-body-budget 2097152")
-	if code, answer := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/fits", strings.Repeat("x", 3<<19), nil); code != http.StatusOK {
-		t.Errorf("PUT of a 1.5 MiB file within the budget: %d %.300s", code, answer)
+	// The same while another body holds part of the budget: still 413,
+	// never 429 (try again) for a file the server would never take.
+	reading, conns := unfinishedBodies(t, s, 1, 1000, func(int) string {
+		return fmt.Sprintf("PUT /v1/sessions/%s/files/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n", id, 1<<20)
+	})
+	if reading != 1 {
+		t.Fatalf("the server is reading %d unfinished files, want 1", reading)
 	}
+	code, answer = s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/big", strings.Repeat("x", 5<<19), nil)
+	wantError(t, code, answer, http.StatusRequestEntityTooLarge, "the file is 2621440 bytes, over the server's --http-body-budget 2097152")
+	conns[0].Close()
+	waitFor(t, "a 1.5 MiB file within the budget taken once the slow caller left", func() bool {
+		code, _ := s.do(t, http.MethodPut, "/v1/sessions/"+id+"/files/fits", strings.Repeat("x", 3<<19), nil)
+		return code == http.StatusOK
+	})
 }

@@ -27,7 +27,7 @@ func (a *API) sessionRoutes(handle func(string, map[string]http.HandlerFunc)) {
 	handle(cellsPattern, map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.postCell))})
 	handle(filesPattern, map[string]http.HandlerFunc{http.MethodGet: a.listFiles})
 	handle(filePattern, map[string]http.HandlerFunc{
-		http.MethodPut: a.bodies.limitTo(http.HandlerFunc(a.putFile), a.fileCap), http.MethodGet: a.getFile, http.MethodDelete: a.deleteFile})
+		http.MethodPut: a.refuseLargeFile(a.bodies.limitTo(http.HandlerFunc(a.putFile), a.fileCap)), http.MethodGet: a.getFile, http.MethodDelete: a.deleteFile})
 	handle(jupyterPattern, map[string]http.HandlerFunc{http.MethodPost: a.bodies.limit(http.HandlerFunc(a.runJupyter))})
 }
 
@@ -176,12 +176,35 @@ func (a *API) fileLimit(s *session.Session) (int64, string) {
 	return s.FileCap(), "--max-session-file-bytes"
 }
 
+// refuseLargeFile answers 413 to a PUT whose announced length is over
+// its session's file limit before next takes a share of the body budget:
+// the share would be the whole limit, so a busy server answered 429
+// (try again) to a file it would never take, and each such PUT held the
+// budget from everyone else meanwhile.
+func (a *API) refuseLargeFile(next http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s, _, _ := a.sessions.Get(r.PathValue("id")); s != nil {
+			if limit, flag := a.fileLimit(s); r.ContentLength > limit {
+				fileTooLarge(w, r.ContentLength, flag, limit)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	}
+}
+
+// fileTooLarge answers 413 to a file of n bytes over limit, which flag
+// sets, its body unread.
+func fileTooLarge(w http.ResponseWriter, n int64, flag string, limit int64) {
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestEntityTooLarge, "the file is %d bytes, over the server's %s %d", n, flag, limit)
+}
+
 // readFileBody reads a file's raw bytes, at most limit of them, which
 // flag sets.
 func (a *API) readFileBody(w http.ResponseWriter, r *http.Request, limit int64, flag string) ([]byte, bool) {
 	if r.ContentLength > limit {
-		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestEntityTooLarge, "the file is %d bytes, over the server's %s %d", r.ContentLength, flag, limit)
+		fileTooLarge(w, r.ContentLength, flag, limit)
 		return nil, false
 	}
 	rc := http.NewResponseController(w)

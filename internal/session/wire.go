@@ -11,12 +11,12 @@ package session
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // The requests' ops.
@@ -110,14 +110,24 @@ func readFrame(r *bufio.Reader, max int64) ([]byte, error) {
 	if n > max {
 		return nil, fmt.Errorf("%w: %d bytes, over the %d this session allows", errFrameTooLarge, n, max)
 	}
-	var body bytes.Buffer
-	body.Grow(int(min(n, frameChunk)))
-	if got, err := body.ReadFrom(io.LimitReader(r, n)); err != nil {
-		return nil, err
-	} else if got < n {
-		return nil, io.ErrUnexpectedEOF
+	body := make([]byte, 0, min(n, frameChunk))
+	for int64(len(body)) < n {
+		if len(body) == cap(body) { // double, but never past n
+			body = slices.Grow(body, int(min(int64(cap(body)), n-int64(len(body)))))
+		}
+		m, err := r.Read(body[len(body):min(cap(body), int(n))])
+		body = body[:len(body)+m]
+		if int64(len(body)) == n {
+			break
+		}
+		if err == io.EOF {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return body.Bytes(), nil
+	return body, nil
 }
 
 // frameChunk is what readFrame sets aside before a frame's bytes arrive.

@@ -56,6 +56,19 @@ func TestReadFrameAllocatesWhatArrives(t *testing.T) {
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 		t.Errorf("a frame announcing %d bytes and sending 11 allocated %d bytes", announced, grew)
 	}
+	// A frame that does arrive whole costs about its length: the buffer
+	// doubles as bytes come, but never past the length announced.
+	const big = 8<<20 + 1
+	full := append(binary.BigEndian.AppendUint32(nil, big), bytes.Repeat([]byte("x"), big)...)
+	runtime.ReadMemStats(&before)
+	got, err := readFrame(bufio.NewReader(bytes.NewReader(full)), big)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(got) != big {
+		t.Fatalf("a whole frame of %d bytes: %d bytes, %v", big, len(got), err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 5*big/2 || cap(got) > big+big/8 {
+		t.Errorf("a whole frame of %d bytes allocated %d bytes and kept %d", big, grew, cap(got))
+	}
 	whole := append(binary.BigEndian.AppendUint32(nil, 11), `{"ok":true}`...)
 	if got, err := readFrame(bufio.NewReader(bytes.NewReader(whole)), 64); err != nil || string(got) != `{"ok":true}` {
 		t.Errorf("a whole frame: %q, %v", got, err)
