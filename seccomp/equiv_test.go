@@ -151,14 +151,7 @@ func TestDefaultMatchesReference(t *testing.T) {
 // stack go missing, and a single allowed argument value of personality
 // turn into a refusal.
 func TestCompareStacksFindsDifferences(t *testing.T) {
-	stack, err := Default().Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	progs, err := Programs(stack)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack, progs := defaultStack(t)
 	var variants [][]byte
 	for skip := range progs {
 		var v []byte

@@ -184,14 +184,7 @@ func conditionalRules(name string) argRules {
 // process otherwise. That is how i386 int 0x80 calls die (see also
 // TestFilterInt80Killed, which makes one).
 func TestCompileChecksArch(t *testing.T) {
-	stack, err := Default().Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	progs, err := Programs(stack)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, progs := defaultStack(t)
 	for i, prog := range progs {
 		t.Logf("default policy, filter %d: %d BPF instructions", i, len(prog)/8)
 		checkArch(t, prog)
@@ -319,4 +312,18 @@ func BenchmarkCompile(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// defaultStack is the default policy compiled: its stack, and the stack's
+// programs, one per filter, oldest first.
+func defaultStack(t *testing.T) (stack []byte, progs [][]byte) {
+	t.Helper()
+	stack, err := Default().Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if progs, err = Programs(stack); err != nil {
+		t.Fatal(err)
+	}
+	return stack, progs
 }
