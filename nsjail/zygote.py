@@ -6,14 +6,19 @@
 # Trusted code only, in these processes:
 #   the template  imports the operator's preloads, then, per request from
 #                 the supervisor (control socket, fd 0), clones the run's
-#                 PID 1 into fresh mount, uts, ipc, net and pid namespaces;
-#   PID 1         joins the run's cgroup (or is moved there), forks the
-#                 program, then becomes microbox's own C init
-#                 (nsinit/zygote.c), exec'd from the binary's descriptor the
-#                 supervisor gave the template: it mounts the run's scratch
-#                 areas and /proc, lets the program go on, reports, reaps;
-#   the program   pid 2: makes its cgroup namespace, drops every
-#                 privilege, loads the seccomp filter,
+#                 PID 1 into fresh mount, uts, ipc, net and pid namespaces
+#                 with microbox's zspawn (nsinit/zspawn.c, copied into its
+#                 memory at its start), which it waits on until PID 1 execs;
+#   PID 1         shares the template's memory until then (no copy of it):
+#                 in zspawn's C, it joins the run's cgroup (or is moved
+#                 there), forks the program, then becomes microbox's own C
+#                 init (nsinit/zygote.c), exec'd from the binary's
+#                 descriptor the supervisor gave the template: it mounts
+#                 the run's scratch areas and /proc, lets the program go
+#                 on, reports, reaps;
+#   the program   pid 2, a fork of the template's memory, which returns
+#                 from zspawn as from a fork: makes its cgroup namespace,
+#                 drops every privilege, loads the seccomp filter,
 #                 then waits for the run: its code, files, environment and
 #                 descriptors. Only then does a caller's code run, here.
 # The template never runs a caller's code, and each run is a fresh fork of
@@ -57,7 +62,12 @@ CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000
 PR_SET_DUMPABLE, PR_CAPBSET_DROP = 4, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-SYS_CLONE, SYS_CAPSET = 56, 126  # x86_64, as the zygote is (nsjail/zygote.go)
+SYS_CAPSET, SYS_ARCH_PRCTL, ARCH_GET_FS = 126, 158, 0x1003  # x86_64, as the zygote is (nsjail/zygote.go)
+RSEQ_LEN, RSEQ_SIG = 32, 0x53053053  # the kernel's original struct rseq; glibc's signature on x86
+PROT_READ, PROT_WRITE, PROT_EXEC, MAP_PRIVATE, MAP_ANONYMOUS = 1, 2, 4, 0x02, 0x20
+# What zspawn's PID 1 can fail at, in zygote.h's order (STEP_*).
+STEPS = ("join the run's cgroup", "say hello", "wait for go", "make its pipes", "fork the program",
+         "place the init's descriptors", "close the template's descriptors", "exec the run's init")
 
 
 def check(ret, what):
@@ -90,7 +100,7 @@ def template():
     # imported above: an import statement in a child would walk the
     # import machinery's objects, writing their pages.)
     compile("x = 1", "<warm>", "exec")
-    rules = prepare(cfg)
+    rules = prepare(cfg, init_binary)
     gc.collect()
     gc.freeze()
     # (The bootstrap does not import threading: its hook at each fork
@@ -112,11 +122,11 @@ def template():
         if not msg:
             os._exit(0)  # the supervisor closed the socket
         req = parse(msg)
-        pid = clone(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID)
-        if pid == 0:
-            run_init(req, rules, fds, init_binary)
-        if pid < 0:
-            os.write(fds[0], STATUS_ERROR + b" zygote: clone: %s\n" % os.strerror(-pid).encode())
+        if len(fds) >= 2 and len(fds) == 2 + req["join"]:  # (recv_fds took at most MAX_JOIN)
+            spawn(req, rules, fds)
+        elif fds:
+            os.write(fds[0], STATUS_ERROR + b" zygote: the run's cgroup files came %d, not %d\n"
+                     % (len(fds) - 2, req["join"]))
         for fd in fds:
             os.close(fd)
 
@@ -166,74 +176,29 @@ def recv_fds(sock, bufsize, maxfds, flags=0):
     return msg, fds
 
 
-def clone(flags):
-    # fork(2) into new namespaces: the child is the run's PID 1. Python's
-    # own os.fork would copy the template's pages for an after-fork the
-    # child does not need (it only forks the program, with os.fork, and
-    # execs microbox's init); the call keeps the interpreter's lock
-    # (PyDLL), which the single-threaded child then holds.
-    ret = pylibc.syscall(SYS_CLONE, ctypes.c_ulong(flags | _signal.SIGCHLD), 0, 0, 0, 0)
-    return -ctypes.get_errno() if ret < 0 else ret
-
-
 # --- the run's PID 1, then its program ---------------------------------------
 
 
-def run_init(req, rules, fds, init_binary):
-    ctl, run = fds[0], fds[1]
-    report = ctl
-    try:
-        # PID 1 joins the run's cgroup, which the program is then born in,
-        # first: on v1 it writes 0 to each hierarchy's tasks file, which
-        # the supervisor opened (the kernel checks its right to move PID 1,
-        # not PID 1's), and moves itself, a single thread, without the
-        # wait for the kernel's global lock a move of another process
-        # takes. Where the request has no such files, the supervisor
-        # moves PID 1 after the hello and says so with ZYGOTE_GO.
-        joined = req["join"]
-        if len(fds) != 2 + joined:
-            raise OSError("the run's cgroup files came %d, not %d" % (len(fds) - 2, joined))
-        for fd in fds[2:]:
-            os.write(fd, b"0")
-            os.close(fd)
-        # _signal's, not signal's: its enum wrapping would write the
-        # pages of enum's machinery in every run.
+def spawn(req, rules, fds):
+    # zspawn clones PID 1 and returns its pid here, and 0 in the program,
+    # which PID 1 forked: for the interpreter, as os.fork is, with its
+    # hooks before and after.
+    z = rules.zspawn
+    z.ctl = fds[0]
+    z.njoin = req["join"]
+    for i in range(z.njoin):
+        z.join[i] = fds[2 + i]
+    rules.before_fork()
+    pid = rules.spawn(rules.zref)
+    if pid == 0:
+        rules.after_fork_child()
+        # _signal's, not signal's: its enum wrapping would write the pages
+        # of enum's machinery in every run. (PID 1 set the kernel's.)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
-        null = os.open("/dev/null", os.O_RDWR)
-        os.dup2(null, 0)  # not the template's control socket
-        # The kernel's credentials on the hello tell the supervisor PID
-        # 1's pid.
-        hello = _socket.socket(fileno=ctl)
-        hello.sendmsg([ZYGOTE_HELLO], [(_socket.SOL_SOCKET, _socket.SCM_CREDENTIALS,
-                                      struct.pack("3i", os.getpid(), os.getuid(), os.getgid()))])
-        if not joined and hello.recv(len(ZYGOTE_GO)) != ZYGOTE_GO:
-            os._exit(EXIT_SANDBOX_ERROR)
-        hello.detach()
-        # The program is PID 1's own child, forked before PID 1 becomes
-        # microbox's init, which reaps it.
-        go_r, go_w = os.pipe()
-        start_r, start_w = os.pipe()
-        if os.fork() == 0:  # pid 2
-            for fd in (ctl, go_w, start_r, init_binary, null):
-                os.close(fd)  # so that each ends when its other side does
-            program(req, rules, run, go_r, start_w)
-        # microbox's init, with its descriptors where zygote.h wants them
-        # (each copied out of the way first: a target may be another's
-        # source) and no other; the binary's own is closed by its execve.
-        # (Plain loops and positional arguments: a comprehension's function
-        # and keyword parsing write more of the template's pages.)
-        high = []
-        for target, fd in ((0, null), (1, null), (2, null), (PLAN_FD, ctl), (STATUS_FD, ctl),
-                           (ZYGOTE_GO_FD, go_w), (ZYGOTE_START_FD, start_r), (ZYGOTE_BINARY_FD, init_binary)):
-            high.append((target, fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64)))
-        for target, fd in high:
-            os.dup2(fd, target, target != ZYGOTE_BINARY_FD)
-        report = STATUS_FD
-        os.closerange(ZYGOTE_BINARY_FD + 1, 1 << 16)
-        os.execve(ZYGOTE_BINARY_FD, ["microbox-zygote-init"], {INIT_ENV: ZYGOTE_INIT})
-    except BaseException as e:
-        os.write(report, STATUS_ERROR + b" zygote: start the run's init: %s\n" % str(e).encode())
-    os._exit(EXIT_SANDBOX_ERROR)
+        program(req, rules, fds[1], z.go_r, z.start_w)
+    rules.after_fork_parent()
+    if pid < 0:
+        os.write(fds[0], STATUS_ERROR + b" zygote: clone: %s\n" % os.strerror(-pid).encode())
 
 
 def program(req, rules, run, go_r, start_w):
@@ -297,7 +262,7 @@ def receive(run):
     return parse(body), fds
 
 
-def prepare(cfg):
+def prepare(cfg, init_binary):
     # What every child applies to itself alike (its sandbox's uid, rlimits
     # and filters), prepared once per template, not per run: the filters'
     # programs decoded and their sock_fprogs built, and every libc function a
@@ -322,7 +287,83 @@ def prepare(cfg):
             raise ValueError("empty seccomp stack")
     for name in ("unshare", "prctl", "syscall"):
         getattr(libc, name)
+    load_spawn(cfg, rules, init_binary)
     return rules
+
+
+class ZSpawn(ctypes.Structure):
+    # zygote.h's struct zspawn, field for field.
+    _fields_ = [("flags", ctypes.c_uint64), ("stack", ctypes.c_void_p), ("fork", ctypes.c_void_p),
+                ("errno_at", ctypes.c_void_p), ("argv", ctypes.c_void_p), ("envp", ctypes.c_void_p),
+                ("empty", ctypes.c_char_p), ("hello", ctypes.c_char_p), ("go", ctypes.c_char_p),
+                ("what", ctypes.c_void_p), ("why", ctypes.c_void_p), ("nwhy", ctypes.c_int32),
+                ("null", ctypes.c_int32), ("binary", ctypes.c_int32), ("rseq", ctypes.c_uint64),
+                ("rseq_len", ctypes.c_uint32), ("rseq_sig", ctypes.c_uint32), ("ctl", ctypes.c_int32),
+                ("njoin", ctypes.c_int32), ("join", ctypes.c_int32 * MAX_JOIN), ("go_r", ctypes.c_int32),
+                ("start_w", ctypes.c_int32), ("mask", ctypes.c_uint64), ("resume", ctypes.c_uint64 * 14)]
+
+
+def rseq_area():
+    # Where the C library registered this thread's rseq area (glibc 2.35
+    # and later export its offset from the thread pointer and its size),
+    # with the length and signature it registered: (0, 0, 0) if it did not.
+    try:
+        size = ctypes.c_uint.in_dll(libc, "__rseq_size").value
+        offset = ctypes.c_ssize_t.in_dll(libc, "__rseq_offset").value
+    except ValueError:
+        return 0, 0, 0
+    if not size:
+        return 0, 0, 0
+    fs = ctypes.c_ulong()
+    check(libc.syscall(SYS_ARCH_PRCTL, ARCH_GET_FS, ctypes.byref(fs)), "arch_prctl")
+    return fs.value + offset, max(size, RSEQ_LEN), RSEQ_SIG
+
+
+def load_spawn(cfg, rules, init_binary):
+    # microbox's zspawn (nsinit/zspawn.c), copied into memory of the
+    # template's own and made executable, and everything it is given once:
+    # PID 1's stack, the init's argv and environment, the texts of its
+    # errors, the C library's fork. All of it lives as long as the template.
+    if ctypes.sizeof(ZSpawn) != cfg.get("spawn_size") or ZSpawn.resume.offset != cfg.get("spawn_resume"):
+        raise ValueError("zygote.py's struct zspawn is %d bytes (resume at %d), microbox's %d (at %d)"
+                         % (ctypes.sizeof(ZSpawn), ZSpawn.resume.offset, cfg.get("spawn_size"), cfg.get("spawn_resume")))
+    code = bytes.fromhex(cfg.get("spawn"))
+    size = (len(code) + 4095) & ~4095
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    at = libc.mmap(None, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    if at is None or at == ctypes.c_void_p(-1).value:
+        check(-1, "map zspawn")
+    ctypes.memmove(at, code, len(code))
+    check(libc.mprotect(ctypes.c_void_p(at), ctypes.c_size_t(size), PROT_READ | PROT_EXEC), "protect zspawn")
+    # PYFUNCTYPE: the call keeps the interpreter's lock, which the program
+    # then holds, as a fork's child does.
+    rules.spawn = ctypes.PYFUNCTYPE(ctypes.c_long, ctypes.POINTER(ZSpawn))(at + cfg.get("spawn_entry"))
+    z = rules.zspawn = ZSpawn()
+    rules.zref = ctypes.pointer(z)
+    rules.stack = ctypes.create_string_buffer(1 << 16)
+    z.stack = (ctypes.addressof(rules.stack) + len(rules.stack) - 64) & ~15
+    z.flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID | _signal.SIGCHLD
+    z.fork = ctypes.cast(libc.fork, ctypes.c_void_p).value
+    libc.__errno_location.restype = ctypes.c_void_p
+    z.errno_at = libc.__errno_location()
+    rules.argv = (ctypes.c_char_p * 2)(b"microbox-zygote-init", None)
+    rules.envp = (ctypes.c_char_p * 2)(("%s=%s" % (INIT_ENV, ZYGOTE_INIT)).encode(), None)
+    z.argv, z.envp = ctypes.addressof(rules.argv), ctypes.addressof(rules.envp)
+    z.empty, z.hello, z.go = b"", ZYGOTE_HELLO, ZYGOTE_GO
+    rules.what = (ctypes.c_char_p * len(STEPS))(
+        *[STATUS_ERROR + b" zygote: start the run's init: %s: " % w.encode() for w in STEPS])
+    why = [b"it failed\n"] + [os.strerror(e).encode() + b"\n" for e in range(1, 134)]
+    rules.why = (ctypes.c_char_p * len(why))(*why)
+    z.what, z.why, z.nwhy = ctypes.addressof(rules.what), ctypes.addressof(rules.why), len(why)
+    z.null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+    z.binary = init_binary
+    z.rseq, z.rseq_len, z.rseq_sig = rseq_area()
+    rules.before_fork = ctypes.pythonapi.PyOS_BeforeFork
+    rules.after_fork_parent = ctypes.pythonapi.PyOS_AfterFork_Parent
+    rules.after_fork_child = ctypes.pythonapi.PyOS_AfterFork_Child
+    for f in (rules.before_fork, rules.after_fork_parent, rules.after_fork_child):
+        f.restype = None
 
 
 def sandbox(req, rules):

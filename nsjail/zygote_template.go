@@ -18,6 +18,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/field"
+	"github.com/microbox/microbox/nsjail/nsinit"
 	"github.com/microbox/microbox/result"
 )
 
@@ -152,7 +153,9 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 // config is the template's configuration: its preloads, and what each of
 // its children applies to itself, the same for every run of its key.
 func (t *Template) config() templateConfig {
-	cfg := templateConfig{Preload: t.key.Preload(), SandboxUID: ProgramUID, Seccomp: hex.EncodeToString([]byte(t.key.seccomp))}
+	sp := nsinit.ZygoteSpawn()
+	cfg := templateConfig{Preload: t.key.Preload(), SandboxUID: ProgramUID, Seccomp: hex.EncodeToString([]byte(t.key.seccomp)),
+		Spawn: hex.EncodeToString(sp.Code), SpawnEntry: sp.Entry, SpawnSize: sp.Size, SpawnResume: sp.Resume}
 	for _, r := range t.key.rlimits.settings() { // as a cold run's plan sets them
 		cfg.Rlimits = append(cfg.Rlimits, [3]int64{int64(r[0]), int64(r[1]), int64(r[1])})
 	}

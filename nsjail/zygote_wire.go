@@ -20,6 +20,12 @@ type templateConfig struct {
 	SandboxUID int        `json:"sandbox_uid"`
 	Rlimits    [][3]int64 `json:"rlimits"`
 	Seccomp    string     `json:"seccomp"` // the filters, a stack (seccomp.Programs), in hex
+	// Spawn is the code that clones each child's PID 1 (nsinit/zspawn.c),
+	// in hex, with its entry and the layout of its struct zspawn.
+	Spawn       string `json:"spawn"`
+	SpawnEntry  int    `json:"spawn_entry"`
+	SpawnSize   int    `json:"spawn_size"`
+	SpawnResume int    `json:"spawn_resume"`
 }
 
 // templateReady is the template's answer, once it has imported them: its

@@ -17,9 +17,21 @@ import (
 // observeProbe prints what a run can observe of its sandbox: "same" must
 // be a cold run's, "distinct" must differ between any two runs.
 const observeProbe = `
-import json, os, random, resource, secrets, socket, ssl, sys, uuid
+import ctypes, errno, json, os, random, resource, secrets, signal, socket, ssl, sys, uuid
 status = {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/self/status"))
-          if k.startswith(("Cap", "NoNewPrivs", "Seccomp"))}
+          if k.startswith(("Cap", "NoNewPrivs", "Seccomp", "Sig", "ShdPnd"))}
+
+def rseq():  # is the C library's rseq area registered with the kernel?
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        at = ctypes.c_ssize_t.in_dll(libc, "__rseq_offset").value
+    except ValueError:
+        return "no rseq in the C library"
+    fs = ctypes.c_ulong()
+    if libc.syscall(158, 0x1003, ctypes.byref(fs)) < 0:  # arch_prctl(ARCH_GET_FS)
+        return "arch_prctl: errno %d" % ctypes.get_errno()
+    r = libc.syscall(334, ctypes.c_void_p(fs.value + at), 32, 0, 0x53053053)  # registered: EBUSY
+    return "registered" if r < 0 and ctypes.get_errno() == errno.EBUSY else "rseq: %d, errno %d" % (r, ctypes.get_errno())
 same = {
     "pid": os.getpid(), "ppid": os.getppid(), "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
     "sid": os.getsid(0) == os.getpid(), "cgroup": open("/proc/self/cgroup").read(), "env": dict(os.environ),
@@ -31,6 +43,9 @@ same = {
     "ns": sorted(os.listdir("/proc/self/ns")), "affinity": sorted(os.sched_getaffinity(0)), "nice": os.nice(0),
     "encodings": [sys.getfilesystemencoding(), sys.stdout.encoding, sys.stderr.encoding],
     "uid_map": open("/proc/self/uid_map").read().split(),
+    "handlers": {s.name: str(signal.getsignal(s)) for s in signal.valid_signals() if isinstance(s, signal.Signals)
+                 and s not in (signal.SIGKILL, signal.SIGSTOP)},
+    "rseq": rseq(),
 }
 distinct = {"ns": {n: os.readlink("/proc/self/ns/" + n) for n in sorted(os.listdir("/proc/self/ns"))},
             "random": random.random(), "urandom": os.urandom(16).hex(), "ssl": ssl.RAND_bytes(16).hex(),

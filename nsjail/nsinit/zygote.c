@@ -1,7 +1,7 @@
 // A zygote's run (nsjail/zygote.py, zygote.go) has this binary as its
-// PID 1, exec'd by the template's clone in the run's new namespaces, once
-// the supervisor has moved it into the run's cgroup and it has forked the
-// program (pid 2), which waits for its go. PID 1 makes the run's cgroup
+// PID 1, exec'd by the template's clone (zspawn.c) in the run's new
+// namespaces, once it is in the run's cgroup and has forked the program
+// (pid 2), which waits for its go. PID 1 makes the run's cgroup
 // namespace, carries out the plan (the run's scratch areas, /proc,
 // hostname, loopback), lets the program go on, and then is a jail's PID 1
 // (pid1.c: reap_program): it reports the program's start and end, holds
@@ -14,6 +14,9 @@
 void zygote_init(void)
 {
 	static struct program prog;
+	sigset_t none; // zspawn.c's PID 1 exec'd this with every signal blocked
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); // nothing of PID 1 is the program's to read
 	if (unshare(CLONE_NEWCGROUP) < 0) // rooted at the run's cgroup, which PID 1 was born in
 		die("unshare the cgroup namespace");

@@ -44,4 +44,45 @@
 #define ZYGOTE_GO_BYTE "g"
 #define ZYGOTE_FAILED "!"
 
+#include <stdint.h>
+
+#define MAX_JOIN 8 // a run's v1 hierarchies (nsjail/zygote_child.go)
+
+// What zspawn (zspawn.c) is given and gives back. zygote.py's ZSpawn is
+// this struct, field for field: the supervisor sends its size and where
+// resume is, and zygote.py refuses a layout of its own that differs.
+struct zspawn {
+	// Set once per template.
+	uint64_t flags;                // clone's: the run's new namespaces, and SIGCHLD
+	char *stack;                   // the top of PID 1's stack (16-byte aligned)
+	long (*fork)(void);            // the C library's fork, for the program
+	int *errno_at;                 // and where it says why it failed: the template's errno
+	char *const *argv, *const *envp; // the init's
+	const char *empty;             // "", execveat's path
+	const char *hello, *go;        // ZYGOTE_HELLO and ZYGOTE_GO
+	const char *const *what;       // each step's error line, up to its cause
+	const char *const *why;        // strerror's text for each errno, with "\n"
+	int32_t nwhy;                  // how many
+	int32_t null;                  // /dev/null, the init's stdin, stdout and stderr
+	int32_t binary;                // microbox's binary, the init
+	// The template thread's rseq area, which the C library registered
+	// with the kernel (0: none): a clone with CLONE_VM has none, nor has
+	// what it forks, so the program registers it again.
+	uint64_t rseq;
+	uint32_t rseq_len, rseq_sig;
+	// Set per run.
+	int32_t ctl;                   // the run's control socket
+	int32_t njoin;                 // v1 tasks files PID 1 writes 0 to
+	int32_t join[MAX_JOIN];
+	// For the program: the two pipes' ends it keeps.
+	int32_t go_r, start_w;
+	// zspawn's own: the template's signal mask, and where and with which
+	// registers the program resumes.
+	uint64_t mask;
+	uint64_t resume[14];
+};
+
+// The steps zspawn's PID 1 can fail at, indexes of what (zygote.py: STEPS).
+enum { STEP_JOIN, STEP_HELLO, STEP_GO, STEP_PIPE, STEP_FORK, STEP_DUP, STEP_CLOSE, STEP_EXEC };
+
 #endif
