@@ -65,6 +65,7 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 SYS_CAPSET, SYS_ARCH_PRCTL, ARCH_GET_FS = 126, 158, 0x1003  # x86_64, as the zygote is (nsjail/zygote.go)
 RSEQ_LEN, RSEQ_SIG = 32, 0x53053053  # the kernel's original struct rseq; glibc's signature on x86
 PROT_READ, PROT_WRITE, PROT_EXEC, MAP_PRIVATE, MAP_ANONYMOUS = 1, 2, 4, 0x02, 0x20
+MAP_NORESERVE, PAGE, STACK = 0x4000, 4096, 8 << 20
 # What zspawn's PID 1 can fail at, in zygote.h's order (STEP_*).
 STEPS = ("join the run's cgroup", "say hello", "wait for go", "make its pipes", "fork the program",
          "place the init's descriptors", "close the template's descriptors", "exec the run's init")
@@ -199,6 +200,13 @@ def spawn(req, rules, fds):
     rules.after_fork_parent()
     if pid < 0:
         os.write(fds[0], STATUS_ERROR + b" zygote: clone: %s\n" % os.strerror(-pid).encode())
+    if z.in_fork:
+        # PID 1 died in the C library's fork, in a preload's handler, which
+        # may have left the template's memory half written: it retires, and
+        # the supervisor starts another for the next run.
+        os.write(fds[0], STATUS_ERROR + b" zygote: the run's PID 1 died in fork (in a preload's pthread_atfork "
+                 b"handler?); the template retires\n")
+        os._exit(EXIT_SANDBOX_ERROR)
 
 
 def program(req, rules, run, go_r, start_w):
@@ -300,7 +308,7 @@ class ZSpawn(ctypes.Structure):
                 ("null", ctypes.c_int32), ("binary", ctypes.c_int32), ("rseq", ctypes.c_uint64),
                 ("rseq_len", ctypes.c_uint32), ("rseq_sig", ctypes.c_uint32), ("ctl", ctypes.c_int32),
                 ("njoin", ctypes.c_int32), ("join", ctypes.c_int32 * MAX_JOIN), ("go_r", ctypes.c_int32),
-                ("start_w", ctypes.c_int32), ("mask", ctypes.c_uint64), ("resume", ctypes.c_uint64 * 14)]
+                ("start_w", ctypes.c_int32), ("in_fork", ctypes.c_int32), ("mask", ctypes.c_uint64), ("resume", ctypes.c_uint64 * 14)]
 
 
 def rseq_area():
@@ -341,8 +349,14 @@ def load_spawn(cfg, rules, init_binary):
     rules.spawn = ctypes.PYFUNCTYPE(ctypes.c_long, ctypes.POINTER(ZSpawn))(at + cfg.get("spawn_entry"))
     z = rules.zspawn = ZSpawn()
     rules.zref = ctypes.pointer(z)
-    rules.stack = ctypes.create_string_buffer(1 << 16)
-    z.stack = (ctypes.addressof(rules.stack) + len(rules.stack) - 64) & ~15
+    # PID 1's stack, as a thread's: 8 MiB, reserved, not committed, and a
+    # guard page below, so that an overflow in a preload's fork handler
+    # ends PID 1 rather than writing over the template's heap.
+    at = libc.mmap(None, STACK + PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    if at is None or at == ctypes.c_void_p(-1).value:
+        check(-1, "map PID 1's stack")
+    check(libc.mprotect(ctypes.c_void_p(at), ctypes.c_size_t(PAGE), 0), "guard PID 1's stack")
+    z.stack = at + PAGE + STACK - 64
     z.flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID | _signal.SIGCHLD
     z.fork = ctypes.cast(libc.fork, ctypes.c_void_p).value
     libc.__errno_location.restype = ctypes.c_void_p

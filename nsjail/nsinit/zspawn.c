@@ -20,13 +20,21 @@
 //                 program with the C library's fork (the forked thread's
 //                 own id is then the program's, as in any fork), puts its
 //                 descriptors where zygote.h says, and execs the init;
-//   the program   jumps back into zspawn, on its copy of the template's
-//                 stack, which returns 0 to zygote.py, as a fork does.
+//   the program   waits until PID 1's exec has left the template's memory,
+//                 then jumps back into zspawn, on its copy of the
+//                 template's stack, which returns 0 to zygote.py, as a
+//                 fork does.
 //
-// Until its exec PID 1 runs on a stack of the template's, with every
-// signal blocked, and writes nothing of the template's but that stack and
-// struct zspawn; the template is stopped meanwhile. zygote_init unblocks
-// the signals the exec kept blocked.
+// Until its exec PID 1 runs on a stack of its own (8 MiB, a guard page
+// below) in the template's memory, with every signal blocked, while the
+// template is stopped. Its own code writes nothing of the template's but
+// that stack and struct zspawn. The C library's fork runs the handlers
+// the preloads registered with pthread_atfork, as any fork of the
+// template would: prepare and parent in PID 1, so in the template's
+// memory, before the program exists (nothing of a caller's is anywhere
+// yet), child in the program. PID 1 dying inside them leaves in_fork set,
+// and the template then retires (zygote.py). zygote_init unblocks the
+// signals the exec kept blocked.
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -126,39 +134,56 @@ ZS static void pid1(struct zspawn *z)
 		if (!same)
 			fail(z, report, STEP_GO, r < 0 ? r : -EPROTO);
 	}
-	int go[2], start[2];
-	if ((r = sys(SYS_pipe2, go, O_CLOEXEC, 0)) < 0 || (r = sys(SYS_pipe2, start, O_CLOEXEC, 0)) < 0)
+	// go and start: the program's with the init (zygote.h); execd: the
+	// program's wait for PID 1's exec, whose end PID 1 keeps until the
+	// exec has left the template's memory (O_CLOEXEC closes it after).
+	int go[2], start[2], execd[2];
+	if ((r = sys(SYS_pipe2, go, O_CLOEXEC, 0)) < 0 || (r = sys(SYS_pipe2, start, O_CLOEXEC, 0)) < 0 ||
+	    (r = sys(SYS_pipe2, execd, O_CLOEXEC, 0)) < 0)
 		fail(z, report, STEP_PIPE, r);
 	// The program: PID 1's own child, which the init reaps.
+	z->in_fork = 1;
 	long pid = z->fork();
 	if (pid == 0) {
 		if (z->rseq) // the C library has it registered; the kernel forgot it
 			sys6(SYS_rseq, (long)z->rseq, z->rseq_len, 0, z->rseq_sig, 0, 0);
 		z->go_r = go[0];
 		z->start_w = start[1];
-		int drop[5] = {z->ctl, go[1], start[0], z->binary, z->null};
-		for (int i = 0; i < 5; i++) // so that each ends when its other side does
+		int drop[6] = {z->ctl, go[1], start[0], z->binary, z->null, execd[1]};
+		for (int i = 0; i < 6; i++) // so that each ends when its other side does
 			sys(SYS_close, drop[i], 0, 0);
+		// Nothing of the program's may run while PID 1, in its cgroup,
+		// still shares the template's memory: a kill of the cgroup's
+		// processes then (an OOM group kill on v2) would reach the template.
+		char c;
+		while (sys(SYS_read, execd[0], &c, 1) == -EINTR)
+			;
+		sys(SYS_close, execd[0], 0, 0);
 		resume(z);
 	}
+	z->in_fork = 0;
 	if (pid < 0)
 		fail(z, report, STEP_FORK, -*z->errno_at);
+	sys(SYS_close, execd[0], 0, 0);
 	// The init's descriptors where zygote.h wants them, each copied out of
 	// the way first (a target may be another's source), and no other.
-	int from[ZYGOTE_BINARY_FD + 1];
+	// (execd's end goes after them, closed by the exec too.)
+	enum { EXECD_FD = ZYGOTE_BINARY_FD + 1 };
+	int from[EXECD_FD + 1];
 	from[0] = from[1] = from[2] = z->null;
 	from[PLAN_FD] = from[STATUS_FD] = z->ctl;
 	from[ZYGOTE_GO_FD] = go[1];
 	from[ZYGOTE_START_FD] = start[0];
 	from[ZYGOTE_BINARY_FD] = z->binary;
-	for (int i = 0; i <= ZYGOTE_BINARY_FD; i++)
+	from[EXECD_FD] = execd[1];
+	for (int i = 0; i <= EXECD_FD; i++)
 		if ((from[i] = (int)sys(SYS_fcntl, from[i], F_DUPFD_CLOEXEC, 64)) < 0)
 			fail(z, report, STEP_DUP, from[i]);
-	for (int i = 0; i <= ZYGOTE_BINARY_FD; i++) // the binary's own is closed by the exec
-		if ((r = sys(SYS_dup3, from[i], i, i == ZYGOTE_BINARY_FD ? O_CLOEXEC : 0)) < 0)
+	for (int i = 0; i <= EXECD_FD; i++) // the binary's own and execd's are closed by the exec
+		if ((r = sys(SYS_dup3, from[i], i, i >= ZYGOTE_BINARY_FD ? O_CLOEXEC : 0)) < 0)
 			fail(z, report, STEP_DUP, r);
 	report = STATUS_FD;
-	if ((r = sys(SYS_close_range, ZYGOTE_BINARY_FD + 1, ~0U, 0)) < 0)
+	if ((r = sys(SYS_close_range, EXECD_FD + 1, ~0U, 0)) < 0)
 		fail(z, report, STEP_CLOSE, r);
 	r = sys6(SYS_execveat, ZYGOTE_BINARY_FD, (long)z->empty, (long)z->argv, (long)z->envp, AT_EMPTY_PATH, 0);
 	fail(z, report, STEP_EXEC, r);

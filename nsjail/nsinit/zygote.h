@@ -54,7 +54,7 @@
 struct zspawn {
 	// Set once per template.
 	uint64_t flags;                // clone's: the run's new namespaces, and SIGCHLD
-	char *stack;                   // the top of PID 1's stack (16-byte aligned)
+	char *stack;                   // the top of PID 1's stack (16-byte aligned, a guard page below)
 	long (*fork)(void);            // the C library's fork, for the program
 	int *errno_at;                 // and where it says why it failed: the template's errno
 	char *const *argv, *const *envp; // the init's
@@ -76,6 +76,11 @@ struct zspawn {
 	int32_t join[MAX_JOIN];
 	// For the program: the two pipes' ends it keeps.
 	int32_t go_r, start_w;
+	// 1 while PID 1 is in the C library's fork, whose handlers (the
+	// preloads' pthread_atfork) run in the memory PID 1 shares with the
+	// template: still 1 when the template goes on, PID 1 died there, and
+	// the template's state is not to be trusted.
+	int32_t in_fork;
 	// zspawn's own: the template's signal mask, and where and with which
 	// registers the program resumes.
 	uint64_t mask;
