@@ -229,10 +229,15 @@ ZS long zspawn(struct zspawn *z)
 	register long r8 __asm__("r8") = 0;   // and tls: the template's
 	register struct zspawn *r12 __asm__("r12") = z;
 	register void (*r13)(struct zspawn *) __asm__("r13") = pid1;
-	long ret;
+	long ret = SYS_clone, flags = (long)(z->flags | CLONE_VM | CLONE_VFORK), rdx = 0;
+	char *stack = z->stack;
 	// The registers first, for the program; then the clone. PID 1 starts
 	// on its own stack with the registers the syscall left, and calls
-	// pid1(z), which never returns; the program comes back at 2.
+	// pid1(z), which never returns; the program comes back at 2, with the
+	// registers saved here. Every register but rsp and rbp is an output or
+	// a clobber, so that the compiler keeps nothing in one across this
+	// statement, whatever it makes of the code around it: the program's
+	// way back depends on rsp, rbp and memory alone.
 	__asm__ volatile(RESUME_REGS(SAVE) //
 			 "lea 2f(%%rip), %%rcx\n\t"
 			 "mov %%rcx, " STR(RESUME_PC) "+%c[r](%%r12)\n\t"
@@ -246,10 +251,11 @@ ZS long zspawn(struct zspawn *z)
 			 "2:\n\t"
 			 "xor %%eax, %%eax\n"
 			 "1:"
-			 : "=a"(ret)
-			 : "a"(SYS_clone), "D"(z->flags | CLONE_VM | CLONE_VFORK), "S"(z->stack), "d"(0L),
-			   "r"(r10), "r"(r8), "r"(r12), "r"(r13), [r] "i"(offsetof(struct zspawn, resume))
-			 : "rcx", "r11", "memory");
+			 : "+a"(ret), "+D"(flags), "+S"(stack), "+d"(rdx), "+r"(r10), "+r"(r8), "+r"(r12), "+r"(r13)
+			 : [r] "i"(offsetof(struct zspawn, resume))
+			 : "rcx", "r11", "rbx", "r9", "r14", "r15", "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3",
+			   "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",
+			   "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)");
 	sys6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&z->mask, 0, 8, 0, 0);
 	return ret;
 }
