@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -527,5 +528,39 @@ func TestZygoteTemplateDiesUnderRun(t *testing.T) {
 	r := Settle(c.Run(context.Background(), s))
 	if r.Status != result.StatusSandboxError || !strings.Contains(deref(r.Error), "template ended") {
 		t.Fatalf("status %s error %q", r.Status, deref(r.Error))
+	}
+}
+
+// The C library's fork runs the preloads' pthread_atfork handlers in PID
+// 1, which shares the template's memory until its exec: a PID 1 that dies
+// in one fails its run, saying so, and retires the template, whose memory
+// the handler may have left half written, rather than forking on from it.
+func TestZygoteForkHandlerDeathRetiresTemplate(t *testing.T) {
+	preload := preloadModule(t, `import ctypes
+libc = ctypes.CDLL(None)
+def prepare():
+    ctypes.string_at(0)  # dies, in PID 1
+handlers = (ctypes.CFUNCTYPE(None)(prepare), ctypes.CFUNCTYPE(None)(lambda: None), ctypes.CFUNCTYPE(None)(lambda: None))
+libc.__register_atfork(*handlers, None)
+`)
+	s := zygoteSpec(t, "print(1)", preload)
+	tmpl := startTemplate(t, s)
+	c, err := tmpl.Fork()
+	if err == nil {
+		r := Settle(c.Run(context.Background(), s))
+		if r.Status != result.StatusSandboxError {
+			t.Fatalf("a run whose PID 1 died in fork: status %s stdout %q", r.Status, r.Stdout)
+		}
+		err = errors.New(deref(r.Error))
+	}
+	if !strings.Contains(err.Error(), "died in fork") || !strings.Contains(err.Error(), "retires") {
+		t.Errorf("the run's error %q does not say PID 1 died in fork and the template retires", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for tmpl.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if tmpl.Err() == nil {
+		t.Error("the template forks on after its PID 1 died in fork")
 	}
 }
