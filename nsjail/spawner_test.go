@@ -300,3 +300,42 @@ func goAndStatus(t *testing.T, msg []byte, fds []int) string {
 	}
 	return string(line)
 }
+
+// Each jail has a network namespace of its own, new, with lo up: jails
+// alive at once from one spawner (which makes each jail's namespace ahead
+// of its request, spawner.c: make_net) never share one, nor the host's.
+func TestSpawnerNetworkNamespacePerJail(t *testing.T) {
+	needNamespaces(t)
+	limits := cgroup.Limits{Memory: 128 << 20, Pids: 64}
+	sp := testSpawner(t)
+	own, _ := os.Readlink("/proc/self/ns/net")
+	seen := map[string]bool{own: true}
+	var jails []*Jail
+	var names []string
+	for range 3 {
+		j, err := sp.Start(shapeOf(t, specWith(limits)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { j.Close() })
+		ns, err := os.Readlink("/proc/" + itoa(j.sv.pid) + "/ns/net")
+		if err != nil || seen[ns] {
+			t.Fatalf("jail %d: network namespace %q (%v), seen %v", len(jails), ns, err, seen)
+		}
+		seen[ns] = true
+		jails = append(jails, j)
+		names = append(names, ns)
+	}
+	code := `import os, socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+c = socket.create_connection(s.getsockname()); a, _ = s.accept(); c.sendall(b"lo"); print(a.recv(2).decode(), os.readlink("/proc/self/ns/net"))`
+	for i, j := range jails {
+		s := specWith(limits)
+		s.Argv = []string{"/usr/bin/python3", "-c", code}
+		s.Capture = true
+		r := Settle(j.Run(context.Background(), s, shapeOf(t, s)))
+		if want := "lo " + names[i] + "\n"; r.Status != result.StatusOK || r.Stdout != want {
+			t.Errorf("jail %d: status %s stdout %q error %v, want %q", i, r.Status, r.Stdout, deref(r.Error), want)
+		}
+	}
+}
