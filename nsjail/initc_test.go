@@ -215,9 +215,8 @@ func TestZygoteProtocolDeclared(t *testing.T) {
 	h := nsinitHeaders(t)
 	py := zygotePy(t)
 	for file, names := range map[string][]string{
-		"zygote.h":  {"ZYGOTE_INIT", "ZYGOTE_GO_FD", "ZYGOTE_START_FD", "ZYGOTE_BINARY_FD", "ZYGOTE_HELLO", "ZYGOTE_GO", "ZYGOTE_READY", "ZYGOTE_GO_BYTE", "ZYGOTE_FAILED", "MAX_JOIN"},
-		"plan.h":    {"PLAN_FD"},
-		"status.h":  {"STATUS_FD", "STATUS_ERROR", "EXIT_SANDBOX_ERROR"},
+		"zygote.h":  {"ZYGOTE_INIT", "ZYGOTE_HELLO", "ZYGOTE_GO", "ZYGOTE_READY", "ZYGOTE_GO_BYTE", "ZYGOTE_FAILED", "MAX_JOIN"},
+		"status.h":  {"STATUS_ERROR", "EXIT_SANDBOX_ERROR"},
 		"spawner.h": {"INIT_ENV"},
 	} {
 		for _, name := range names {

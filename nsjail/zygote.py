@@ -29,7 +29,6 @@ import _socket
 import atexit
 import ctypes
 import errno
-import fcntl
 import gc
 import json
 import os
@@ -43,10 +42,8 @@ import types
 
 # The protocol with the supervisor (nsjail/zygote.go) and the run's init
 # (nsjail/nsinit: zygote.h says who says what on which descriptor, and
-# status.h, spawner.h and plan.h); nsjail/initc_test.go holds the sides equal.
+# status.h and spawner.h); nsjail/initc_test.go holds the sides equal.
 INIT_ENV, ZYGOTE_INIT = "_MICROBOX_INIT", "zinit"
-PLAN_FD, STATUS_FD = 3, 4
-ZYGOTE_GO_FD, ZYGOTE_START_FD, ZYGOTE_BINARY_FD = 5, 6, 7
 ZYGOTE_HELLO, ZYGOTE_GO, ZYGOTE_READY = b"hello\n", b"go\n", b"ready"
 ZYGOTE_GO_BYTE, ZYGOTE_FAILED = b"g", b"!"
 STATUS_ERROR = b"error"
@@ -55,7 +52,6 @@ EXIT_SANDBOX_ERROR = 125
 
 BOOTSTRAP = os.path.abspath(__file__)
 libc = ctypes.CDLL(None, use_errno=True)
-pylibc = ctypes.PyDLL(None, use_errno=True)
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
