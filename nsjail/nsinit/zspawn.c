@@ -2,8 +2,9 @@
 // (zygote.c). This code is not run by this binary: zygote.py copies its
 // bytes (the section mbx_zspawn, which nsinit.go hands to Go) into its
 // template and calls zspawn for each run. So it is position-independent
-// and self-contained: system calls only, no C library, no data of its own;
-// what it needs comes in struct zspawn, which zygote.py lays out alike.
+// and self-contained: system calls, and no C library but the fork whose
+// address it is given; no data of its own: what it needs comes in struct
+// zspawn, which zygote.py lays out alike.
 // nsinit's zspawn_test.go checks that its code reaches nothing outside it.
 //
 // Why: PID 1 used to be an ordinary fork of the template, a full copy of
