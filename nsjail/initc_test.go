@@ -295,11 +295,7 @@ func TestZygoteMessagesDeclared(t *testing.T) {
 // the chdir that would fail first is never tried.
 func TestPlanRefusedBeforeItRuns(t *testing.T) {
 	needNamespaces(t)
-	sp, err := NewSpawner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.Close()
+	sp := testSpawner(t)
 	const missing = "/no-such-dir-of-initc-test"
 	for _, c := range []struct {
 		step []string
@@ -330,11 +326,7 @@ func TestPlanRefusedBeforeItRuns(t *testing.T) {
 // bytes that are not the filters.
 func TestPlanBadSeccompStack(t *testing.T) {
 	needNamespaces(t)
-	sp, err := NewSpawner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.Close()
+	sp := testSpawner(t)
 	header := func(n, pad uint32) []byte {
 		return binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, n), pad)
 	}
