@@ -98,6 +98,30 @@ func TestNsinitDefinesOnce(t *testing.T) {
 // stepDecl is one step of plan.h's PLAN_STEPS: X(name, nargs).
 var stepDecl = regexp.MustCompile(`X\((\w+), (\d+)\)`)
 
+// programDecl is plan.h's PROGRAM_STEPS: X(name) ...
+var programDecl = regexp.MustCompile(`#define PROGRAM_STEPS\(X\) ((?:X\(\w+\) ?)+)`)
+
+// A prepared program takes only PROGRAM_STEPS from its part of the plan
+// (pid1.c refuses any other), and plan.go's launch part holds to
+// programSteps: the two lists are one.
+func TestProgramStepsDeclared(t *testing.T) {
+	h, err := os.ReadFile("nsinit/plan.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := programDecl.FindStringSubmatch(string(h))
+	if m == nil {
+		t.Fatal("plan.h declares no PROGRAM_STEPS")
+	}
+	var declared []string
+	for _, x := range regexp.MustCompile(`X\((\w+)\)`).FindAllStringSubmatch(m[1], -1) {
+		declared = append(declared, x[1])
+	}
+	if !slices.Equal(declared, programSteps) {
+		t.Errorf("plan.h's PROGRAM_STEPS are %v, plan.go's programSteps %v", declared, programSteps)
+	}
+}
+
 // interpreted is a step plan.c handles: !strcmp(op, "name").
 var interpreted = regexp.MustCompile(`!strcmp\(op, "(\w+)"\)`)
 
@@ -165,7 +189,17 @@ func TestPlansUseDeclaredSteps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plans = append(plans, jailPlan(s.Trace, mounts), runPlan(s, ids, s.Seccomp))
+			run, _ := runPlan(s, ids, s.Seccomp, false)
+			plans = append(plans, jailPlan(s.Trace, mounts), run)
+			if prepared := preparedPlan(s, ids); prepared != nil {
+				run, launch := runPlan(s, ids, s.Seccomp, true)
+				plans = append(plans, prepared, run, launch)
+				for _, step := range decode(t, launch.buf.Bytes()) {
+					if !slices.Contains(programSteps, step[0]) {
+						t.Errorf("the program's part has step %q, not one of programSteps", step)
+					}
+				}
+			}
 		}
 		plans = append(plans, zygotePlan(full, ids))
 	}
@@ -353,5 +387,66 @@ func TestPlanBadSeccompStack(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// A prepared jail (Shape.program: pid 2 forked and sandboxed before its
+// run) holds its plan's last two parts to their roles: PID 1 refuses a
+// run's part that sets what pid 2 has applied already, and pid 2 a step of
+// its own part that is not one of PROGRAM_STEPS. Either way the jail ends
+// with the error, and no program starts.
+func TestPreparedPlanRefused(t *testing.T) {
+	needNamespaces(t)
+	launch := func(extra ...string) *plan {
+		p := &plan{}
+		if extra != nil {
+			p.step(extra[0], extra[1:]...)
+		}
+		p.step("path", "/usr/bin/true")
+		p.step("arg", "true")
+		return p
+	}
+	timeout := func(extra ...string) *plan {
+		p := &plan{}
+		if extra != nil {
+			p.step(extra[0], extra[1:]...)
+		}
+		p.step("timeout", "1000000000")
+		return p
+	}
+	for _, c := range []struct {
+		name         string
+		run, program *plan
+		want         string
+	}{
+		{"user in the run's part", timeout("user", "0", "0", "1"), launch(), "plan: step user in the run's part of a prepared jail"},
+		{"cwd in the run's part", timeout("cwd", "/"), launch(), "plan: step cwd in the run's part of a prepared jail"},
+		{"path in the run's part", timeout("path", "/usr/bin/true"), launch(), "plan: step path in the run's part of a prepared jail"},
+		{"mount in the program's part", timeout(), launch("mount", "tmpfs", "/tmp", "tmpfs", "0", ""), "plan: step mount in the program's part"},
+		{"rlimit in the program's part", timeout(), launch("rlimit", "7", "8", "8"), "plan: step rlimit in the program's part"},
+	} {
+		j := startFor(t, testSpec())
+		if j.shape.program == nil {
+			t.Fatal("the test spec's jail is not prepared")
+		}
+		sv := j.sv
+		if err := writeAll(sv.pipes.planW, append(c.run.framed(), c.program.framed()...)); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var errs []string
+		for ev := range sv.events {
+			switch ev.kind {
+			case statusError:
+				errs = append(errs, strings.Join(ev.args, " "))
+			case statusStart:
+				if !strings.Contains(c.name, "program's part") { // pid 2 failed in its own part: PID 1 saw no exec error
+					t.Errorf("%s: the program started", c.name)
+				}
+			}
+		}
+		if !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, c.want) }) {
+			t.Errorf("%s: errors %q, want %q", c.name, errs, c.want)
+		}
+		j.Close()
 	}
 }

@@ -22,14 +22,17 @@ type Jail struct {
 }
 
 // A Shape is what a jail started ahead of its run shares with the runs it
-// can take: the cgroup limits and the mounts. It also records which
+// can take: the cgroup limits, the mounts and the program's sandbox. It also records which
 // directory a prepared root was, so that a root replaced on disk is not
 // served from jails that bound the old one.
 type Shape struct {
 	of     *Spec // the spec it was computed from
 	cgroup *cgroup.Options
 	mounts *plan
-	root   [2]uint64 // device and inode of Spec.RootDir
+	// program is what a jail started ahead prepares its program's process
+	// with (preparedPlan); nil when the spec's program cannot be prepared.
+	program *plan
+	root    [2]uint64 // device and inode of Spec.RootDir
 }
 
 // ShapeOf is the shape of the jail that s runs in. A spec whose paths
@@ -44,7 +47,7 @@ func ShapeOf(s *Spec) (Shape, error) {
 	if err != nil {
 		return Shape{}, err
 	}
-	sh := Shape{of: s, mounts: mounts}
+	sh := Shape{of: s, mounts: mounts, program: preparedPlan(s, hostIDs())}
 	if s.Cgroup != nil {
 		opts := *s.Cgroup
 		sh.cgroup = &opts
@@ -62,7 +65,9 @@ func ShapeOf(s *Spec) (Shape, error) {
 // Equal reports whether jails of shapes a and b are interchangeable.
 func (a Shape) Equal(b Shape) bool {
 	return a.mounts != nil && b.mounts != nil && cgroup.SameOptions(a.cgroup, b.cgroup) &&
-		bytes.Equal(a.mounts.buf.Bytes(), b.mounts.buf.Bytes()) && a.root == b.root
+		bytes.Equal(a.mounts.buf.Bytes(), b.mounts.buf.Bytes()) && a.root == b.root &&
+		(a.program == nil) == (b.program == nil) &&
+		(a.program == nil || bytes.Equal(a.program.buf.Bytes(), b.program.buf.Bytes()))
 }
 
 // Start starts a jail for runs of shape sh and waits until its PID 1 is
@@ -71,7 +76,10 @@ func (sp *Spawner) Start(sh Shape) (*Jail, error) {
 	if sh.mounts == nil {
 		return nil, errors.New("nsjail: start a jail: no shape (use ShapeOf)")
 	}
-	sv := &supervisor{began: monotonic()}
+	// Its program's process is prepared too, where the spec allows it: a
+	// run's path from request to execve is then the steps that depend on
+	// the run.
+	sv := &supervisor{began: monotonic(), prepared: sh.program != nil}
 	err := sv.start(sp, sh)
 	if err == nil {
 		err = sv.awaitReady()

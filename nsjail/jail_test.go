@@ -14,6 +14,7 @@ import (
 
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/result"
+	"github.com/microbox/microbox/seccomp"
 )
 
 func needNamespaces(t *testing.T) {
@@ -301,4 +302,35 @@ func cgroupDirs(t *testing.T, pid int) []string {
 		t.Fatalf("pid %d is in no cgroup of its own:\n%s", pid, b)
 	}
 	return dirs
+}
+
+// A jail started ahead prepares its program (Shape.program) unless the
+// program must wait under a filter that is not microbox's own (a caller's
+// seccomp profile, which might refuse the calls the waiting process
+// makes) or has a socket to microbox as its fd 0 (a held run). Programs
+// of different sandboxes are different shapes.
+func TestShapePreparesProgram(t *testing.T) {
+	if shapeOf(t, testSpec()).program == nil {
+		t.Fatal("the default spec's jail does not prepare its program")
+	}
+	profile := testSpec()
+	profile.SeccompMode, profile.Seccomp = string(seccomp.ModeProfile), make([]byte, 16)
+	if shapeOf(t, profile).program != nil {
+		t.Error("a caller's seccomp profile is prepared ahead of its run")
+	}
+	held := testSpec()
+	held.Control = true
+	if shapeOf(t, held).program != nil {
+		t.Error("a held run's program is prepared ahead of its run")
+	}
+	other := testSpec()
+	other.Rlimits.NoFile = 64
+	if shapeOf(t, other).Equal(shapeOf(t, testSpec())) {
+		t.Error("a jail prepared with one program's limits fits another's")
+	}
+	filtered := testSpec()
+	filtered.Seccomp = make([]byte, 16)
+	if shapeOf(t, filtered).Equal(shapeOf(t, testSpec())) {
+		t.Error("a jail prepared without a filter fits a run with one")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/rootfs"
+	"github.com/microbox/microbox/seccomp"
 )
 
 // plan is the list of steps the C init carries out, in order; see
@@ -28,8 +29,13 @@ var planSteps = map[string]int{
 	"hostname": 1, "loopback_up": 0, "phase": 1, "stdin": 1,
 	// the program's settings
 	"path": 1, "cwd": 1, "arg": 1, "env": 1, "user": 3, "nested_userns": 0, "keep_root": 0,
-	"seccomp": 1, "timeout": 1, "rlimit": 3,
+	"seccomp": 1, "timeout": 1, "rlimit": 3, "prepare": 0,
 }
+
+// programSteps are the only steps of a prepared program's own part (the
+// plan's third, runPlan's launch): nsinit/plan.h's PROGRAM_STEPS, which
+// initc_test.go holds equal.
+var programSteps = []string{"stdin", "path", "arg", "env"}
 
 func (p *plan) step(name string, args ...string) {
 	raw := make([][]byte, len(args))
@@ -148,30 +154,69 @@ func mountPlan(s *Spec, ids idMapping) (*plan, error) {
 }
 
 // runPlan is the plan's second part, what a run adds to its jail: the
-// caller's files in the scratch area, stdin, and the program.
-func runPlan(s *Spec, ids idMapping, seccompBPF []byte) *plan {
-	p := &plan{}
+// caller's files in the scratch area, stdin, and the program. For a jail
+// whose program was prepared (preparedPlan) it is the files and the
+// timeout only, and launch is the program's own part: stdin and what it
+// execs. Otherwise launch is nil.
+func runPlan(s *Spec, ids idMapping, seccompBPF []byte, prepared bool) (run, launch *plan) {
+	run = &plan{}
 	if s.Trace {
-		p.step("trace")
+		run.step("trace")
 	}
 	made := map[string]bool{"/": true, "/tmp": true}
 	for dir := s.Workdir; !made[dir]; dir = path.Dir(dir) {
 		made[dir] = true // made by mountPlan
 	}
 	for _, f := range s.Files {
-		p.scratchDir("", path.Dir(f.Path), ids, made)
-		p.step("file", f.Path, num(uint32(f.Mode.Perm())), string(f.Data))
+		run.scratchDir("", path.Dir(f.Path), ids, made)
+		run.step("file", f.Path, num(uint32(f.Mode.Perm())), string(f.Data))
 		uid, gid := ids.owner()
-		p.step("chown", f.Path, uid, gid)
+		run.step("chown", f.Path, uid, gid)
+	}
+	launch = run
+	if prepared {
+		launch = &plan{}
 	}
 	if s.Stdin == nil && !s.template && !s.Control {
-		p.step("stdin", "/dev/null") // the jail's, bound from the host
+		launch.step("stdin", "/dev/null") // the jail's, bound from the host
 	}
-	p.program(s, ids, seccompBPF)
+	launch.exec(s)
+	if s.template {
+		// A zygote's template: microbox's own code as the jail's root,
+		// for as long as it serves, with microbox's own limits (its
+		// children set theirs, zygote.py).
+		run.step("cwd", s.Workdir)
+		run.step("keep_root")
+		return run, nil
+	}
+	// PID 1 holds the wall-clock limit too (nsinit/pid1.c: arm_deadline).
+	run.step("timeout", num(s.Timeout.Nanoseconds()))
+	if prepared {
+		return run, launch
+	}
+	run.buf.Write(sandboxPlan(s, ids, seccompBPF).buf.Bytes())
+	return run, nil
+}
+
+// preparedPlan ends the first part of a jail started ahead of its run: the
+// program's settings that do not depend on the run (sandboxPlan), then
+// "prepare", which has PID 1 fork the program's process and sandbox it
+// before the run comes (nsinit/pid1.c: prepare_program). Nil for a spec
+// whose program cannot wait that way: a zygote's template and a held run
+// (their fd 0 is a socket to microbox), and a seccomp profile of the
+// caller's, which might refuse the calls the waiting process makes under
+// it (read, openat and dup2 for its stdin, execve); microbox's own filters
+// allow them (cmd/microbox: TestServedDifferential runs one).
+func preparedPlan(s *Spec, ids idMapping) *plan {
+	if s.template || s.Control || s.SeccompMode == string(seccomp.ModeProfile) {
+		return nil
+	}
+	p := sandboxPlan(s, ids, s.Seccomp)
+	p.step("prepare")
 	return p
 }
 
-// root fills /newroot: a read-only bind of a prepared tree, or a tmpfs
+// root fills /newroot// root fills /newroot: a read-only bind of a prepared tree, or a tmpfs
 // (the stage's own) holding the host-derived entries, made read-only after.
 func (p *plan) root(s *Spec, ids idMapping) error {
 	if s.RootDir != "" {
@@ -356,8 +401,8 @@ func (p *plan) scratchDir(prefix, dir string, ids idMapping, made map[string]boo
 // underTmp reports whether p is /tmp or inside it.
 func underTmp(p string) bool { return p == "/tmp" || strings.HasPrefix(p, "/tmp/") }
 
-// program records how the init starts the program.
-func (p *plan) program(s *Spec, ids idMapping, seccompBPF []byte) {
+// exec records what the program's process execs.
+func (p *plan) exec(s *Spec) {
 	p.step("path", s.Argv[0])
 	for _, a := range s.Argv {
 		p.step("arg", a)
@@ -365,26 +410,24 @@ func (p *plan) program(s *Spec, ids idMapping, seccompBPF []byte) {
 	for _, e := range s.Env {
 		p.step("env", e)
 	}
+}
+
+// sandboxPlan records how the program's process sandboxes itself before
+// its execve: its working directory, user, limits and seccomp filters.
+func sandboxPlan(s *Spec, ids idMapping, seccompBPF []byte) *plan {
+	p := &plan{}
 	p.step("cwd", s.Workdir)
-	if s.template {
-		// A zygote's template: microbox's own code as the jail's root,
-		// for as long as it serves, with microbox's own limits (its
-		// children set theirs, zygote.py).
-		p.step("keep_root")
-		return
-	}
 	if ids.rootless {
 		p.step("user", num(ids.programUID), num(ids.programGID), "0")
 		p.step("nested_userns")
 	} else {
 		p.step("user", num(ids.programUID), num(ids.programGID), "1")
 	}
-	// PID 1 holds the wall-clock limit too (nsinit/pid1.c: arm_deadline).
-	p.step("timeout", num(s.Timeout.Nanoseconds()))
 	for _, r := range s.Rlimits.settings() {
 		p.step("rlimit", num(r[0]), num(r[1]), num(r[1]))
 	}
 	if seccompBPF != nil {
 		p.stepBytes("seccomp", seccompBPF)
 	}
+	return p
 }

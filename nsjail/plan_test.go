@@ -54,7 +54,7 @@ func wholePlan(t *testing.T, s *Spec, seccompBPF []byte) [][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := runPlan(s, hostIDs(), seccompBPF)
+	run, _ := runPlan(s, hostIDs(), seccompBPF, false)
 	return append(decode(t, mounts.buf.Bytes()), decode(t, run.buf.Bytes())...)
 }
 
@@ -132,7 +132,8 @@ func TestJailPlan(t *testing.T) {
 	if i := index(withMounts, "pivot", ".", "."); i < 0 || i < index(withMounts, "loopback_up") {
 		t.Fatalf("the mounts are not in the jail part, after the stage: %v", withMounts)
 	}
-	run := decode(t, runPlan(testSpec(), ids, nil).buf.Bytes())
+	runPart, _ := runPlan(testSpec(), ids, nil, false)
+	run := decode(t, runPart.buf.Bytes())
 	for _, name := range []string{"clone", "idmap", "loopback_up", "mount", "bind", "pivot", "umount"} {
 		if index(run, name) >= 0 {
 			t.Fatalf("the run part repeats %s: %v", name, run)

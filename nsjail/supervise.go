@@ -39,10 +39,14 @@ type supervisor struct {
 	// the type of the socket to us that is its program's fd 0 (0: a pipe).
 	zygote  *zygoteRun
 	control int
-	sp      *Spawner
-	pipes   *pipes
-	events  <-chan event
-	began   int64 // monotonic ns when the run was asked for
+	// prepared: the jail, started ahead of its run, prepares its
+	// program's process (Shape.program) and takes the program's own part
+	// of the plan after the run's.
+	prepared bool
+	sp       *Spawner
+	pipes    *pipes
+	events   <-chan event
+	began    int64 // monotonic ns when the run was asked for
 
 	// What the init reported.
 	ready     bool // PID 1 has made the jail and waits for its run
@@ -126,7 +130,11 @@ func (sv *supervisor) start(sp *Spawner, sh Shape) error {
 	if err := sendmsg(p.syncW, []byte{goByte, byte(len(tasks))}, oob); err != nil {
 		return sv.initGone(err)
 	}
-	if err := writeAll(p.planW, jailPlan(sv.trace, sh.mounts).framed()); err != nil {
+	jail := jailPlan(sv.trace, sh.mounts)
+	if sv.prepared {
+		jail.buf.Write(sh.program.buf.Bytes())
+	}
+	if err := writeAll(p.planW, jail.framed()); err != nil {
 		return sv.initGone(err)
 	}
 	return nil
@@ -423,9 +431,13 @@ func (sv *supervisor) sendRun() error {
 	if sv.zygote != nil {
 		return sv.zygote.send(sv)
 	}
-	p := runPlan(sv.spec, hostIDs(), sv.spec.Seccomp)
+	run, launch := runPlan(sv.spec, hostIDs(), sv.spec.Seccomp, sv.prepared)
 	sv.mark("plan-built")
-	if err := writeAll(sv.pipes.planW, p.framed()); err != nil {
+	out := run.framed()
+	if launch != nil {
+		out = append(out, launch.framed()...)
+	}
+	if err := writeAll(sv.pipes.planW, out); err != nil {
 		return err
 	}
 	return sv.pipes.planW.Close()

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/result"
@@ -195,4 +196,53 @@ func TestZygoteDifferential(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestServedDifferential holds a run served from a jail started ahead,
+// whose program's process was forked and sandboxed before the run came
+// (nsjail/nsinit/pid1.c: prepare_program), to a cold run's observables:
+// all of them, credentials, capabilities, filter, limits, descriptors,
+// signal state and stdin included.
+func TestServedDifferential(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for the server's jails (CI runs as root)")
+	}
+	socket, _ := testServer(t, "--warm", "1")
+	served := func() (policy.Result, bool) {
+		cmd := client(socket, "--json", "--trace", "-c", observeProbe)
+		cmd.Env = append(cmd.Env, zygoteEnv+"=")
+		r := jsonResult(t, cmd)
+		ahead := r.Status == result.StatusOK
+		for _, p := range r.Trace {
+			ahead = ahead && p.Name != "cloned" // a jail started for the run
+		}
+		return r, ahead
+	}
+	cold := observe(t, coldExec(t, "-c", observeProbe))
+	// The server's first run of a shape starts its jail; the next ones
+	// find one ready once the server has started it.
+	var r policy.Result
+	ahead := false
+	for try := 0; try < 20 && !ahead; try++ {
+		r, ahead = served()
+		if !ahead {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !ahead {
+		t.Fatalf("no run was served from a jail started ahead: %s", r.Describe())
+	}
+	got := observe(t, r)
+	for k, want := range cold.Same {
+		if k == "uid_map" { // each jail has a host uid range of its own
+			g, w := got.Same[k].([]any), want.([]any)
+			if len(g) != 3 || len(w) != 3 || g[0] != w[0] || g[2] != w[2] {
+				t.Errorf("served from a jail started ahead: uid_map is %v, cold %v", g, w)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got.Same[k], want) {
+			t.Errorf("served from a jail started ahead: %s is %v, cold %v", k, got.Same[k], want)
+		}
+	}
 }

@@ -71,6 +71,7 @@ struct program {
 	int nrlimits;
 	uint64_t timeout_ns; // the wall-clock limit from execve; 0: none
 	int keep_root;       // a zygote's template: trusted, it keeps the jail's root
+	int prepare;         // fork the program's process ahead of the run (pid1.c)
 };
 
 // How the spawner creates a jail: its namespaces, id maps, and the host

@@ -95,9 +95,11 @@ static void set_rlimit(int res, struct rlimit lim)
 		die("setrlimit %d", res);
 }
 
-// start_program runs in the program's process (pid 2), before its execve,
-// and never returns.
-static void start_program(struct program *prog, int errpipe)
+// sandbox_program takes, in the program's process (pid 2), every step
+// between PID 1 and the program's execve: a session of its own, only
+// stdin, stdout and stderr for the program, its credentials, limits,
+// working directory and, last, its seccomp filters.
+static void sandbox_program(struct program *prog)
 {
 	// Dumpable again, as execve would make it anyway: a rootless program
 	// must write its own /proc/self/uid_map, which a non-dumpable process
@@ -121,10 +123,96 @@ static void start_program(struct program *prog, int errpipe)
 	for (int i = 0; i < prog->nseccomp; i++)
 		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog->seccomp[i]) < 0)
 			die("load seccomp filter %d of %d", i + 1, prog->nseccomp);
+}
+
+// exec_program execs the program; on failure it tells PID 1 why through
+// errpipe and exits.
+static void exec_program(struct program *prog, int errpipe) __attribute__((noreturn));
+static void exec_program(struct program *prog, int errpipe)
+{
 	execve(prog->path, prog->argv, prog->envp);
 	int err = errno;
 	(void)!write(errpipe, &err, sizeof err);
 	_exit(127);
+}
+
+// start_program runs in the program's process (pid 2), before its execve,
+// and never returns.
+static void start_program(struct program *prog, int errpipe)
+{
+	sandbox_program(prog);
+	exec_program(prog, errpipe);
+}
+
+// is_program_step reports whether a step belongs in a prepared program's
+// own part (plan.h: PROGRAM_STEPS).
+static int is_program_step(const char *name)
+{
+#define PROGRAM_STEP(n) if (!strcmp(name, #n)) return 1;
+	PROGRAM_STEPS(PROGRAM_STEP)
+#undef PROGRAM_STEP
+	return 0;
+}
+
+// prepare_program forks the program's process of a jail started ahead of
+// its run, before the run is known, and returns its pid. The process
+// takes every step that does not depend on the run (sandbox_program: its
+// credentials, limits and filters, the jail part's settings) and then
+// waits, sandboxed, for PID 1's go on go[0]: a run's path from request to
+// execve is then the steps that do. With the go it reads the plan's last
+// part, its own (PROGRAM_STEPS: stdin, path, arguments, environment), and
+// execs. Without one (PID 1 gave up, or ended) it exits, and nothing ran.
+static pid_t prepare_program(struct program *prog, int errpipe[2], int go[2])
+{
+	pid_t child = fork();
+	if (child != 0)
+		return child;
+	close(errpipe[0]);
+	close(go[1]);
+	sandbox_program(prog);
+	char c;
+	ssize_t r;
+	while ((r = read(go[0], &c, 1)) < 0 && errno == EINTR)
+		;
+	if (r != 1 || c != GO)
+		_exit(EXIT_SANDBOX_ERROR);
+	size_t count;
+	struct step *steps = read_steps(&count);
+	for (size_t i = 0; i < count; i++) {
+		if (!is_program_step(steps[i].a[0].p)) {
+			errno = 0;
+			die("plan: step %s in the program's part", steps[i].a[0].p);
+		}
+		run_step(steps[i].a, steps[i].n, prog);
+	}
+	if (!prog->path)
+		die("plan: no program");
+	exec_program(prog, errpipe[1]);
+}
+
+// go_program hands a prepared program its go, once PID 1 has carried out
+// the run's part (its files are written).
+static void go_program(int go)
+{
+	char c = GO;
+	if (write(go, &c, 1) != 1)
+		die("start the prepared program");
+	close(go);
+}
+
+// refuse_after_prepare ends the jail when the run's part sets what the
+// prepared program has already applied: those settings would not reach
+// it, and a run must never go on with others than it asked for.
+static void refuse_after_prepare(const struct step *steps, size_t count)
+{
+	static const char *const applied[] = { "user", "nested_userns", "keep_root", "seccomp",
+					       "rlimit", "cwd", "prepare" };
+	for (size_t i = 0; i < count; i++)
+		for (size_t k = 0; k < sizeof applied / sizeof *applied; k++)
+			if (!strcmp(steps[i].a[0].p, applied[k]) || is_program_step(steps[i].a[0].p)) {
+				errno = 0;
+				die("plan: step %s in the run's part of a prepared jail", steps[i].a[0].p);
+			}
 }
 
 static void exec_failed(const char *path, int err) __attribute__((noreturn));
@@ -319,29 +407,47 @@ void jail_init(const struct jail *j)
 		die("make mounts private");
 	for (size_t i = 0; i < nearly; i++)
 		run_step(early[i].a, early[i].n, &prog);
+	int errpipe[2], go[2];
+	pid_t child = 0;
+	if (pipe2(errpipe, O_CLOEXEC) < 0)
+		die("pipe");
+	if (prog.prepare) {
+		if (prog.keep_root)
+			die("plan: a zygote's template cannot be prepared");
+		if (pipe2(go, O_CLOEXEC) < 0)
+			die("pipe");
+		if ((child = prepare_program(&prog, errpipe, go)) < 0)
+			die("fork the program's process");
+		close(go[0]);
+	}
 	status(STATUS_READY);
 	size_t count;
 	struct step *steps = read_steps(&count);
-	close(PLAN_FD);
+	if (prog.prepare)
+		refuse_after_prepare(steps, count);
+	else
+		close(PLAN_FD); // a prepared program reads its part from it
 	phase("plan-read");
 	for (size_t i = 0; i < count; i++)
 		run_step(steps[i].a, steps[i].n, &prog);
-	if (!prog.path)
+	if (!prog.prepare && !prog.path)
 		die("plan: no program");
 	phase("exec");
 
-	int errpipe[2];
-	if (pipe2(errpipe, O_CLOEXEC) < 0)
-		die("pipe");
-	if (prog.keep_root)
-		skip_program_pid();
-	pid_t child = spawn_program(&prog, errpipe);
-	if (child < 0)
-		die("start the program");
-	// The vfork'ed program changed its credentials while it shared PID 1's
-	// memory, and a change of credentials resets that memory's dumpable
-	// flag to fs.suid_dumpable: undo it.
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (prog.prepare) {
+		go_program(go[1]);
+		close(PLAN_FD);
+	} else {
+		if (prog.keep_root)
+			skip_program_pid();
+		child = spawn_program(&prog, errpipe);
+		if (child < 0)
+			die("start the program");
+		// The vfork'ed program changed its credentials while it shared PID
+		// 1's memory, and a change of credentials resets that memory's
+		// dumpable flag to fs.suid_dumpable: undo it.
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	}
 	close(errpipe[1]);
 	int err;
 	while ((r = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)

@@ -285,6 +285,8 @@ static void collect(struct arg *a, int n, struct program *prog)
 		prog->nested_userns = 1;
 	} else if (!strcmp(op, "keep_root")) {
 		prog->keep_root = 1;
+	} else if (!strcmp(op, "prepare")) {
+		prog->prepare = 1;
 	} else if (!strcmp(op, "seccomp")) { // a stack of BPF programs
 		parse_seccomp(prog, &a[1]);
 	} else if (!strcmp(op, "timeout")) { // ns from the program's start

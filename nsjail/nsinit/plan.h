@@ -3,11 +3,17 @@
 // no policy of its own, so what a jail does can be read and tested in Go.
 //
 // Wire format, read from PLAN_FD (all integers little-endian uint32):
-//   plan := part(jail) part(run)     part := len step[len bytes]
+//   plan := part(jail) part(run) [part(program)]   part := len step[len bytes]
 //   step := nargs arg*               arg := len byte[len]
 // The first arg of a step is its name; nargs counts it. The jail part holds
 // the steps PID 1 takes before it is ready, whatever the run; the run part,
 // all the others. A zygote's run (zygote.c) reads one part only.
+//
+// A jail started ahead of its run (nsjail/jail.go) may end its first part
+// with "prepare": its program's process is then forked and sandboxed
+// before the run is known (pid1.c: prepare_program), and the plan has a
+// third part, the program's own (PROGRAM_STEPS), which that process reads
+// once PID 1 has carried out the run's part.
 //
 // nsjail/plan.go declares the same steps and values (planSteps, bindReadOnly,
 // ...); nsjail/initc_test.go holds the two sides equal.
@@ -54,6 +60,13 @@
 	X(keep_root, 0)     /* a zygote's template: keeps the jail's root */   \
 	X(seccomp, 1)       /* a stack of BPF programs (seccomp/stack.go) */   \
 	X(timeout, 1)       /* ns from the program's start; 0: none */         \
-	X(rlimit, 3)        /* resource soft hard */
+	X(rlimit, 3)        /* resource soft hard */                           \
+	/* last of a jail started ahead's part, after the settings above that */ \
+	/* do not depend on the run: fork the program's process now (pid1.c) */ \
+	X(prepare, 0)
+
+// PROGRAM_STEPS are the steps of a prepared program's own part: what it
+// still needs once it is sandboxed. Any other step there is refused.
+#define PROGRAM_STEPS(X) X(stdin) X(path) X(arg) X(env)
 
 #endif
