@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -15,14 +16,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestReadKey(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "memory.events")
-	os.WriteFile(f, []byte("low 0\nhigh 2\noom_kill 3\n"), 0o644)
-	if v, err := readKey(f, "oom_kill"); err != nil || v != 3 {
-		t.Fatalf("oom_kill = %d, %v", v, err)
+func TestReadKeys(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "memory.events"), []byte("low 0\nhigh 2\noom_kill 3\n"), 0o644)
+	d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := readKey(f, "oom_group_kill"); err == nil {
-		t.Fatal("a missing key must be an error, not 0")
+	defer unix.Close(d)
+	for _, fd := range []int{d, -1} { // through the directory's descriptor, and by path
+		if v, err := readKeys(fd, dir, "memory.events", "high", "oom_kill"); err != nil || v[0] != 2 || v[1] != 3 {
+			t.Fatalf("high, oom_kill = %v, %v", v, err)
+		}
+		if _, err := readKeys(fd, dir, "memory.events", "oom_group_kill"); err == nil {
+			t.Fatal("a missing key must be an error, not 0")
+		}
+		if _, err := readKeys(fd, dir, "memory.stat", "oom_kill"); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a missing file: %v", err)
+		}
 	}
 }
 

@@ -21,6 +21,17 @@ import (
 type v1Run struct {
 	dirs  map[string]string // absolute directory per hierarchy
 	locks []int             // each directory's owner lock (lockOwner)
+	// dirFDs are the locks by directory: descriptors of the directories,
+	// which the accounting opens its files through (readIn).
+	dirFDs map[string]int
+}
+
+// dirFD is a descriptor of hierarchy sub's directory, or -1.
+func (r *v1Run) dirFD(sub string) int {
+	if fd, ok := r.dirFDs[r.dirs[sub]]; ok {
+		return fd
+	}
+	return -1
 }
 
 // v1Controllers are the only hierarchies a run joins. Freezer, blkio,
@@ -136,7 +147,7 @@ func (p *v1Plan) make(name string) (Run, error) {
 	}
 	lim := p.limits
 	parents := p.parents
-	r := &v1Run{dirs: map[string]string{}}
+	r := &v1Run{dirs: map[string]string{}, dirFDs: map[string]int{}}
 	var made []string
 	for _, sub := range v1Controllers {
 		dir, err := v1Mkdir(mountRoot, sub, parents, name, made)
@@ -144,6 +155,7 @@ func (p *v1Plan) make(name string) (Run, error) {
 			var lock int
 			if lock, err = lockOwner(dir); err == nil {
 				r.locks = append(r.locks, lock)
+				r.dirFDs[dir] = lock
 				made = append(made, dir)
 			} else if errors.Is(err, errTaken) {
 				r.Remove()
@@ -264,7 +276,7 @@ func (r *v1Run) CPUTime() (time.Duration, error) {
 	if !ok {
 		return 0, errors.New("no cpuacct hierarchy")
 	}
-	ns, err := readUint(filepath.Join(dir, "cpuacct.usage"))
+	ns, err := readUint(r.dirFD("cpuacct"), dir, "cpuacct.usage")
 	return time.Duration(ns), err
 }
 
@@ -291,13 +303,17 @@ func (r *v1Run) Usage() (Usage, error) {
 	u.CPU = cpu
 	errs = append(errs, err)
 	if dir, ok := r.dirs["memory"]; ok {
-		peak, err := readUint(filepath.Join(dir, "memory.memsw.max_usage_in_bytes"))
+		fd := r.dirFD("memory")
+		peak, err := readUint(fd, dir, "memory.memsw.max_usage_in_bytes")
 		if err != nil {
-			peak, err = readUint(filepath.Join(dir, "memory.max_usage_in_bytes"))
+			peak, err = readUint(fd, dir, "memory.max_usage_in_bytes")
 		}
 		u.PeakMemory = int64(peak)
 		errs = append(errs, err)
-		u.OOMKills, err = readKey(filepath.Join(dir, "memory.oom_control"), "oom_kill")
+		kills, err := readKeys(fd, dir, "memory.oom_control", "oom_kill")
+		if err == nil {
+			u.OOMKills = kills[0]
+		}
 		errs = append(errs, err)
 	}
 	return u, errors.Join(errs...)
@@ -316,7 +332,7 @@ func (r *v1Run) Remove() error {
 	}
 	// A group that would not go is GC's to take once the locks are free.
 	closeAll(r.locks)
-	r.locks = nil
+	r.locks, r.dirFDs = nil, nil
 	return errors.Join(errs...)
 }
 
@@ -366,25 +382,44 @@ func killProcs(procsFile string) error {
 	}
 }
 
-func readUint(path string) (uint64, error) {
-	data, err := readFile(path)
+func readUint(dirfd int, dir, name string) (uint64, error) {
+	data, err := readIn(dirfd, dir, name)
 	if err != nil {
 		return 0, err
 	}
 	return strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
 }
 
-// readKey returns the value of "key N" in a flat-keyed cgroup file.
-func readKey(path, key string) (uint64, error) {
-	data, err := readFile(path)
+// readKeys returns the values of "key N" lines in a flat-keyed cgroup
+// file, one per key asked for; a key the file lacks is an error.
+func readKeys(dirfd int, dir, name string, keys ...string) ([]uint64, error) {
+	data, err := readIn(dirfd, dir, name)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	vals := make([]uint64, len(keys))
+	for i, key := range keys {
+		v, ok, err := keyIn(data, key)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("no %s in %s", key, filepath.Join(dir, name))
+		}
+		vals[i] = v
+	}
+	return vals, nil
+}
+
+// keyIn returns the value of the "key N" line of data, and whether there
+// is one.
+func keyIn(data []byte, key string) (uint64, bool, error) {
 	for _, line := range strings.Split(string(data), "\n") {
 		k, v, ok := strings.Cut(line, " ")
 		if ok && k == key {
-			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, true, err
 		}
 	}
-	return 0, fmt.Errorf("no %s in %s", key, path)
+	return 0, false, nil
 }

@@ -222,8 +222,19 @@ func (r *v2Run) Adopt(pid int) error {
 }
 
 func (r *v2Run) CPUTime() (time.Duration, error) {
-	usec, err := readKey(filepath.Join(r.dir, "cpu.stat"), "usage_usec")
-	return time.Duration(usec) * time.Microsecond, err
+	usec, err := readKeys(r.dirFD(), r.dir, "cpu.stat", "usage_usec")
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(usec[0]) * time.Microsecond, nil
+}
+
+// dirFD is a descriptor of the group's directory (its lock's), or -1.
+func (r *v2Run) dirFD() int {
+	if r.fd == nil {
+		return -1
+	}
+	return int(r.fd.Fd())
 }
 
 // Kill uses cgroup.kill (Linux 5.14+), which also reaches processes forked
@@ -245,22 +256,30 @@ func (r *v2Run) Kill() error {
 func (r *v2Run) Usage() (Usage, error) {
 	var u Usage
 	var errs []error
-	usec, err := readKey(filepath.Join(r.dir, "cpu.stat"), "usage_usec")
-	u.CPU = time.Duration(usec) * time.Microsecond
+	fd := r.dirFD()
+	cpu, err := r.CPUTime()
+	u.CPU = cpu
 	errs = append(errs, err)
-	if peak, err := readUint(filepath.Join(r.dir, "memory.peak")); err == nil {
+	if peak, err := readUint(fd, r.dir, "memory.peak"); err == nil {
 		u.PeakMemory = int64(peak)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	events := filepath.Join(r.dir, "memory.events")
-	if fileExists(events) {
-		kills, err := readKey(events, "oom_kill")
+	// memory.events: oom_kill, and oom_group_kill (Linux 6.1+), which
+	// counts the group kills of memory.oom.group. No file: no memory
+	// controller, no OOM kill.
+	if data, err := readIn(fd, r.dir, "memory.events"); err == nil {
+		kills, ok, err := keyIn(data, "oom_kill")
+		if err == nil && !ok {
+			err = fmt.Errorf("no oom_kill in %s/memory.events", r.dir)
+		}
 		errs = append(errs, err)
-		if group, err := readKey(events, "oom_group_kill"); err == nil && group > kills {
-			kills = group // key present since Linux 6.1
+		if group, ok, err := keyIn(data, "oom_group_kill"); ok && err == nil && group > kills {
+			kills = group
 		}
 		u.OOMKills = kills
+	} else if !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return u, fmt.Errorf("read cgroup %s: %w", r.dir, err)
