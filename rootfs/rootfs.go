@@ -17,8 +17,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/microbox/microbox/field"
@@ -62,10 +65,57 @@ var usrMergedDirs = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 // (libblas.so.3, liblapack.so.3: numpy does not import without them), and
 // the configuration matplotlib and fontconfig read.
 func HostEntries(id Identity, hostname string) ([]Entry, error) {
-	if _, err := os.Stat("/usr"); err != nil {
-		return nil, fmt.Errorf("host root: %w", err)
+	host, err := hostScan.entries()
+	if err != nil {
+		return nil, err
 	}
-	entries := []Entry{{Kind: Bind, Path: "/usr", Source: "/usr"}}
+	entries := slices.Clone(host.usr)
+	entries = append(entries, EtcEntries(id, hostname)...)
+	return append(entries, host.etc...), nil
+}
+
+// hostScan is what HostEntries reads of the host's root, kept for
+// hostScanTTL: a server computes the root of every run it is asked for,
+// to match the run with the jails it started ahead, and the scan's
+// lookups (some twenty, with their symlinks) were half of that work on
+// each run's path. A host root that changes is seen within hostScanTTL;
+// a jail started ahead holds the root of its own start anyway.
+var hostScan scanCache
+
+const hostScanTTL = time.Second
+
+type scanCache struct {
+	mu      sync.Mutex
+	at      time.Time
+	scanned hostRoot
+}
+
+// hostRoot is the host's part of a root made from it: /usr and the
+// top-level directories merged into it, and what of /etc it binds.
+type hostRoot struct {
+	usr, etc []Entry
+}
+
+func (c *scanCache) entries() (hostRoot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < hostScanTTL {
+		return c.scanned, nil
+	}
+	h, err := scanHostRoot()
+	if err != nil {
+		return hostRoot{}, err
+	}
+	c.scanned, c.at = h, time.Now()
+	return h, nil
+}
+
+func scanHostRoot() (hostRoot, error) {
+	var h hostRoot
+	if _, err := os.Stat("/usr"); err != nil {
+		return h, fmt.Errorf("host root: %w", err)
+	}
+	h.usr = []Entry{{Kind: Bind, Path: "/usr", Source: "/usr"}}
 	for _, d := range usrMergedDirs {
 		host := "/" + d
 		fi, err := os.Lstat(host)
@@ -73,29 +123,28 @@ func HostEntries(id Identity, hostname string) ([]Entry, error) {
 		case errors.Is(err, os.ErrNotExist):
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("host root: %w", err)
+			return h, fmt.Errorf("host root: %w", err)
 		case fi.Mode()&os.ModeSymlink != 0:
 			target, err := os.Readlink(host)
 			if err != nil {
-				return nil, fmt.Errorf("host root: %w", err)
+				return h, fmt.Errorf("host root: %w", err)
 			}
-			entries = append(entries, Entry{Kind: Symlink, Path: host, Source: target})
+			h.usr = append(h.usr, Entry{Kind: Symlink, Path: host, Source: target})
 		case fi.IsDir():
-			entries = append(entries, Entry{Kind: Bind, Path: host, Source: host})
+			h.usr = append(h.usr, Entry{Kind: Bind, Path: host, Source: host})
 		}
 	}
-	entries = append(entries, EtcEntries(id, hostname)...)
 	for _, f := range hostEtcFiles {
 		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
-			entries = append(entries, Entry{Kind: BindFile, Path: f, Source: f})
+			h.etc = append(h.etc, Entry{Kind: BindFile, Path: f, Source: f})
 		}
 	}
 	for _, d := range hostEtcDirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			entries = append(entries, Entry{Kind: Bind, Path: d, Source: d})
+			h.etc = append(h.etc, Entry{Kind: Bind, Path: d, Source: d})
 		}
 	}
-	return entries, nil
+	return h, nil
 }
 
 // hostEtcFiles are the host's /etc files that libraries of /usr read and
