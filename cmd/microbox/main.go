@@ -79,6 +79,9 @@ func (inv *invocation) run(args []string, cmds []*cobra.Command) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// A served run's command line is exec's alone: no shell completion,
+	// whose command cobra would otherwise build for every run.
+	root.CompletionOptions.DisableDefaultCmd = inv.runs != nil
 	root.AddCommand(cmds...)
 	root.SetArgs(args)
 	root.SetIn(inv.stdin)

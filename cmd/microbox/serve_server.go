@@ -360,6 +360,7 @@ func serveExec(ctx context.Context, req *server.Request, runs *server.Session) i
 	inv := &invocation{
 		stdin: req.Stdin, stdinReader: req.StdinReader, stdout: req.Stdout, stderr: req.Stderr,
 		dir: req.Dir, clientPID: req.PID, getenv: req.Getenv, ctx: ctx, runs: runs,
+		moments: req.Moments,
 	}
 	return inv.run(req.Args, []*cobra.Command{execCommand(inv)})
 }

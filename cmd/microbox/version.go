@@ -1,6 +1,9 @@
 package main
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"sync"
+)
 
 // version and commit are stamped at build time: the Makefile passes
 // -ldflags '-X main.version=$(git describe --tags --always --dirty)
@@ -23,7 +26,10 @@ func versionString() string {
 
 // vcsCommit is the commit `go build` recorded (-buildvcs), shortened as
 // git shortens it, with -dirty for a modified tree; "unknown" without one.
-func vcsCommit() string {
+//
+// Read once: a server builds its command line, and with it the version,
+// for every run it serves.
+var vcsCommit = sync.OnceValue(func() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"
@@ -44,4 +50,4 @@ func vcsCommit() string {
 		rev = rev[:7]
 	}
 	return rev + dirty
-}
+})

@@ -9,8 +9,11 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/microbox/microbox/nsjail"
 )
 
 // MBX1, the protocol between the client (cmd/microbox/client.c) and the
@@ -65,6 +68,9 @@ type Request struct {
 	// StdinReader reads Stdin for the run: its reads end when the run
 	// does, though the client's descriptor may stay open for ever.
 	StdinReader io.Reader
+	// Moments are the server's own before the run (accepted, request
+	// read and admitted), for the run's trace (--trace).
+	Moments []nsjail.Moment
 }
 
 // Getenv is the client's value of the variable key, if exec reads it.
@@ -134,20 +140,38 @@ func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
 // sameFilesystemView checks that pid sees the server's mount namespace and
 // root: a client in a container or chroot names other files.
 func sameFilesystemView(pid int) error {
-	for _, p := range []string{"ns/mnt", "root"} {
-		var mine, theirs unix.Stat_t
-		if err := unix.Stat("/proc/self/"+p, &mine); err != nil {
-			return fmt.Errorf("stat /proc/self/%s: %w", p, err)
-		}
+	mine, err := serverView()
+	if err != nil {
+		return err
+	}
+	for i, p := range viewFiles {
+		var theirs unix.Stat_t
 		if err := unix.Stat(fmt.Sprintf("/proc/%d/%s", pid, p), &theirs); err != nil {
 			return fmt.Errorf("client pid %d: %w", pid, err)
 		}
-		if mine.Dev != theirs.Dev || mine.Ino != theirs.Ino {
+		if mine[i] != [2]uint64{theirs.Dev, theirs.Ino} {
 			return fmt.Errorf("client pid %d has another %s than the server", pid, p)
 		}
 	}
 	return nil
 }
+
+// viewFiles are what sameFilesystemView compares: the mount namespace and
+// the root directory.
+var viewFiles = [...]string{"ns/mnt", "root"}
+
+// serverView is the server's own viewFiles (device and inode), read once:
+// the server never changes its mount namespace or its root.
+var serverView = sync.OnceValues(func() (view [len(viewFiles)][2]uint64, err error) {
+	for i, p := range viewFiles {
+		var st unix.Stat_t
+		if err := unix.Stat("/proc/self/"+p, &st); err != nil {
+			return view, fmt.Errorf("stat /proc/self/%s: %w", p, err)
+		}
+		view[i] = [2]uint64{st.Dev, st.Ino}
+	}
+	return view, nil
+})
 
 // takeFiles keeps the three descriptors the request carries; any other
 // number is refused, and every received descriptor closed.

@@ -44,6 +44,7 @@ import (
 
 	"github.com/microbox/microbox/field"
 	"github.com/microbox/microbox/internal/interrupt"
+	"github.com/microbox/microbox/nsjail"
 	"github.com/microbox/microbox/result"
 )
 
@@ -227,6 +228,7 @@ func (s *server) serveConn(conn *net.UnixConn) {
 			sendStatus(conn, result.ExitSandboxError)
 		}
 	}()
+	accepted := nsjail.MomentNow("accepted")
 	req, err := s.readRequest(conn)
 	if err != nil {
 		// Nothing has run: the client may still run in-process.
@@ -241,6 +243,7 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		return
 	}
 	defer admitted()
+	req.Moments = []nsjail.Moment{accepted, nsjail.MomentNow("request-read")}
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
 	// The client sends nothing more: a read returns when it is gone.
