@@ -9,7 +9,7 @@
 // Run it from the repository root after building microbox:
 //
 //	go build -o bin/microbox ./cmd/microbox
-//	go run ./scripts/redteam [-corpus ../shared/redteam] [-c-corpus scripts/redteam/c] [-microbox bin/microbox] [-run REGEXP] [-v] [-zygote]
+//	go run ./scripts/redteam [-corpus ../shared/redteam] [-c-corpus scripts/redteam/c] [-microbox bin/microbox] [-run REGEXP] [-v] [-zygote | -serve]
 //
 // The C cases of -c-corpus (this repository's own, *.c with the same
 // header in // comments) run after the Python ones, as `microbox exec
@@ -20,6 +20,12 @@
 // With -zygote every case runs as `microbox exec --zygote` through a
 // `microbox serve` the harness starts (and stops before the leftover
 // checks): each forks from a warm interpreter (docs/zygote.md).
+//
+// With -serve every case runs through a `microbox serve` with jails
+// started ahead, whose program is forked and sandboxed before its run
+// comes (docs/server.md). Each Python case is preceded by a run of `pass`
+// with the case's limits, so that the case finds a jail of its shape
+// ready; the harness says how many cases did (from their --trace).
 //
 // It prints `PASS name` or `FAIL name: reason; reason` for every case, then
 // the same for the pseudo-case `after-corpus` (the leftover checks), and ends
@@ -100,6 +106,7 @@ type options struct {
 	run      *regexp.Regexp
 	verbose  bool
 	zygote   bool   // every case through a server, forked from a zygote's template
+	serve    bool   // every case through a server, in a jail started ahead
 	session  bool   // every Python case as a session's second cell (session.go)
 	server   string // the server build, for -session
 }
@@ -125,6 +132,7 @@ func parseFlags() (*options, error) {
 	sel := flag.String("run", "", "only run cases whose name (without .py or .c) matches this regular expression")
 	verbose := flag.Bool("v", false, "print microbox's output for every failed case")
 	zygote := flag.Bool("zygote", false, "run every case as `microbox exec --zygote` through a `microbox serve` the harness starts, so each forks from a warm interpreter")
+	serve := flag.Bool("serve", false, "run every case through a `microbox serve` the harness starts, in jails started ahead of their runs")
 	session := flag.Bool("session", false, "run every Python case as the second cell of a session of a `microbox-server serve --http` the harness starts (C cases are skipped)")
 	server := flag.String("server", "bin/microbox-server", "the server build, for -session")
 	flag.Parse()
@@ -135,10 +143,10 @@ func parseFlags() (*options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-run: %w", err)
 	}
-	if *session && *zygote {
-		return nil, errors.New("-session and -zygote: give one")
+	if n := btoi(*session) + btoi(*zygote) + btoi(*serve); n > 1 {
+		return nil, errors.New("-session, -zygote and -serve: give one")
 	}
-	o := &options{run: re, verbose: *verbose, zygote: *zygote, session: *session}
+	o := &options{run: re, verbose: *verbose, zygote: *zygote, serve: *serve, session: *session}
 	if *session {
 		if o.server, err = filepath.Abs(*server); err != nil {
 			return nil, err
@@ -164,6 +172,13 @@ func parseFlags() (*options, error) {
 	return o, nil
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // run executes the whole corpus and returns the exit status.
 func run(opts *options) (int, error) {
 	cases, err := loadCorpora(opts)
@@ -177,7 +192,7 @@ func run(opts *options) (int, error) {
 	defer h.fx.cleanup()
 	h.handleSignals()
 	before := snapshotHost()
-	if opts.zygote || opts.session {
+	if opts.zygote || opts.serve || opts.session {
 		start := h.startServer
 		if opts.session {
 			start = h.startHTTPServer
@@ -206,6 +221,9 @@ func run(opts *options) (int, error) {
 	}
 	tally(h.report("after-corpus", &caseResult{reasons: h.afterCorpus(before)}))
 	deleteMarkers(h.markerDirs(opts.corpus))
+	if opts.serve {
+		fmt.Printf("%d of %d runs in jails started ahead\n", h.ahead, h.served)
+	}
 	fmt.Printf("corpus took %.1f s\n", time.Since(began).Seconds())
 	fmt.Printf("%d passed, %d failed\n", passed, failed)
 	if failed > 0 {
@@ -586,7 +604,10 @@ type harness struct {
 	// in-process) and how to stop it, once.
 	socket     string
 	stopServer func()
-	api        string // with -session: the HTTP API's URL
+	// With -serve: the runs served, and those of them a jail started
+	// ahead took.
+	served, ahead int
+	api           string // with -session: the HTTP API's URL
 }
 
 // startServer starts `microbox serve` on a socket of the harness's own,
@@ -597,7 +618,11 @@ func (h *harness) startServer() (stop func(), err error) {
 		return nil, err
 	}
 	socket := filepath.Join(dir, "exec.sock")
-	cmd := exec.Command(h.opts.microbox, "serve", "--warm", "0")
+	warm := "0" // -zygote: runs fork from templates
+	if h.opts.serve {
+		warm = "2"
+	}
+	cmd := exec.Command(h.opts.microbox, "serve", "--warm", warm)
 	cmd.Env = append(os.Environ(), "MICROBOX_SOCKET="+socket)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -693,6 +718,9 @@ func (h *harness) runCase(c *testCase) *caseResult {
 	survivorsBefore := h.survivors()
 	eventsBefore := h.fx.eventCount()
 	res := &caseResult{}
+	if h.opts.serve && filepath.Ext(c.path) == ".py" {
+		h.warmUp(c)
+	}
 	for i := 1; i <= c.repeat; i++ {
 		if h.api != "" {
 			res.reasons = append(res.reasons, h.sessionRun(c)...)
@@ -700,6 +728,9 @@ func (h *harness) runCase(c *testCase) *caseResult {
 		}
 		out := h.execute(c)
 		res.outputs = append(res.outputs, out)
+		if h.opts.serve {
+			h.countAhead(out)
+		}
 		prefix := ""
 		if c.repeat > 1 {
 			prefix = fmt.Sprintf("run %d/%d: ", i, c.repeat)
@@ -711,6 +742,30 @@ func (h *harness) runCase(c *testCase) *caseResult {
 	time.Sleep(c.settle)
 	res.reasons = append(res.reasons, h.hostChecks(dirs, coresBefore, survivorsBefore, eventsBefore)...)
 	return res
+}
+
+// warmUp runs `pass` with c's limits through the server, and leaves it a
+// moment to start the next jail of that shape, for c to take.
+func (h *harness) warmUp(c *testCase) {
+	cmd := exec.Command(h.opts.microbox, append(append([]string{"exec"}, c.limits...), "-c", "pass")...)
+	cmd.Env = append(os.Environ(), "MICROBOX_SOCKET="+h.socket)
+	cmd.Run() // the case's own run says what is wrong, if anything
+	time.Sleep(200 * time.Millisecond)
+}
+
+// countAhead counts a served run, and whether a jail started ahead took
+// it: its trace then has no "cloned" phase, which is a jail's start.
+func (h *harness) countAhead(out *runOutput) {
+	var r struct {
+		Trace []struct{ Name string } `json:"trace"`
+	}
+	if out.pty || json.Unmarshal(out.stdout.buf, &r) != nil || len(r.Trace) == 0 {
+		return
+	}
+	h.served++
+	if !slices.ContainsFunc(r.Trace, func(p struct{ Name string }) bool { return p.Name == "cloned" }) {
+		h.ahead++
+	}
 }
 
 // report prints PASS or FAIL for one case and says whether it passed.
@@ -820,6 +875,8 @@ func (h *harness) command(c *testCase, out *runOutput) (*exec.Cmd, *wiring, erro
 	args := append([]string{"exec", "--json"}, c.limits...)
 	isC := filepath.Ext(c.path) == ".c"
 	switch {
+	case h.opts.serve:
+		args = slices.Insert(args, 1, "--trace") // countAhead reads it
 	case h.socket != "" && isC:
 		args = slices.Insert(args, 1, "--zygote-fallback")
 	case h.socket != "":
