@@ -336,27 +336,96 @@ func readFile(path string) ([]byte, error) {
 	return readFD(fd, path)
 }
 
-// readIn reads the file name of a run group's directory dir through
-// dirfd, a descriptor of dir (its owner lock's, lockOwner), or by its path
-// when dirfd is -1. A name looked up in dirfd is one step of a path walk
-// where the whole path through cgroupfs is six or seven: the accounting
-// of a run opens three or four files between the program's end and its
-// verdict, and the walks were half of that time.
-func readIn(dirfd int, dir, name string) ([]byte, error) {
-	path := filepath.Join(dir, name)
-	if dirfd < 0 {
-		return readFile(path)
-	}
-	for {
+// A usageFile is a file of a run group opened when the group is made and
+// read from its start whenever asked. The first lookup of a name in a new
+// cgroup directory makes its dentry and inode: those lookups were most of
+// the accounting that a run reads between its program's end and its
+// verdict. Opened through the directory's descriptor (its owner lock),
+// the name is the only step of the walk. When the open failed (no such
+// file, or no descriptor to spare) the file is read by its path, and so
+// fails the same way.
+type usageFile struct {
+	fd   int
+	path string
+}
+
+func openUsage(dirfd int, dir, name string) usageFile {
+	f := usageFile{fd: -1, path: filepath.Join(dir, name)}
+	for dirfd >= 0 {
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		if err == nil {
+			f.fd = fd
 		}
-		return readFD(fd, path)
+		break
 	}
+	return f
+}
+
+// read reads the whole file, as it is now.
+func (f *usageFile) read() ([]byte, error) {
+	if f.fd < 0 {
+		return readFile(f.path)
+	}
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Pread(f.fd, buf, int64(len(out)))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: f.path, Err: err}
+		case n == 0:
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
+}
+
+func (f *usageFile) close() {
+	if f.fd >= 0 {
+		unix.Close(f.fd)
+		f.fd = -1
+	}
+}
+
+// readUint reads a file that holds one number.
+func (f *usageFile) readUint() (uint64, error) {
+	data, err := f.read()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+}
+
+// readKey reads the value of "key N" in a flat-keyed file; a key the file
+// lacks is an error.
+func (f *usageFile) readKey(key string) (uint64, error) {
+	data, err := f.read()
+	if err != nil {
+		return 0, err
+	}
+	v, ok, err := keyIn(data, key)
+	if err == nil && !ok {
+		err = fmt.Errorf("no %s in %s", key, f.path)
+	}
+	return v, err
+}
+
+// keyIn returns the value of the "key N" line of data, and whether there
+// is one.
+func keyIn(data []byte, key string) (uint64, bool, error) {
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if ok && k == key {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, true, err
+		}
+	}
+	return 0, false, nil
 }
 
 // readFD reads fd, the file path opened, to its end and closes it.

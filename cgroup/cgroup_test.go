@@ -16,24 +16,40 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestReadKeys(t *testing.T) {
+// A usage file reads the file as it is at each read, through the
+// descriptor opened with the group or, where that open failed, by path;
+// a key or file that is missing is an error, not 0.
+func TestUsageFile(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "memory.events"), []byte("low 0\nhigh 2\noom_kill 3\n"), 0o644)
+	events := filepath.Join(dir, "memory.events")
+	os.WriteFile(events, []byte("low 0\nhigh 2\noom_kill 3\n"), 0o644)
 	d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(d)
-	for _, fd := range []int{d, -1} { // through the directory's descriptor, and by path
-		if v, err := readKeys(fd, dir, "memory.events", "high", "oom_kill"); err != nil || v[0] != 2 || v[1] != 3 {
-			t.Fatalf("high, oom_kill = %v, %v", v, err)
+	opened, byPath := openUsage(d, dir, "memory.events"), openUsage(-1, dir, "memory.events")
+	defer opened.close()
+	if opened.fd < 0 || byPath.fd >= 0 {
+		t.Fatalf("opened through the directory: fd %d; by path: fd %d", opened.fd, byPath.fd)
+	}
+	for _, f := range []*usageFile{&opened, &byPath} {
+		if v, err := f.readKey("oom_kill"); err != nil || v != 3 {
+			t.Fatalf("oom_kill = %d, %v", v, err)
 		}
-		if _, err := readKeys(fd, dir, "memory.events", "oom_group_kill"); err == nil {
+		if _, err := f.readKey("oom_group_kill"); err == nil {
 			t.Fatal("a missing key must be an error, not 0")
 		}
-		if _, err := readKeys(fd, dir, "memory.stat", "oom_kill"); !errors.Is(err, fs.ErrNotExist) {
-			t.Fatalf("a missing file: %v", err)
-		}
+	}
+	// A later read sees the file as it is then (the kernel regenerates
+	// cgroup files; here it is rewritten in place).
+	os.WriteFile(events, []byte("low 0\nhigh 2\noom_kill 4\n"), 0o644)
+	if v, err := opened.readKey("oom_kill"); err != nil || v != 4 {
+		t.Fatalf("oom_kill after the change = %d, %v", v, err)
+	}
+	missing := openUsage(d, dir, "memory.peak")
+	if _, err := missing.readUint(); missing.fd >= 0 || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a missing file: fd %d, %v", missing.fd, err)
 	}
 }
 

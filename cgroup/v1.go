@@ -21,17 +21,42 @@ import (
 type v1Run struct {
 	dirs  map[string]string // absolute directory per hierarchy
 	locks []int             // each directory's owner lock (lockOwner)
-	// dirFDs are the locks by directory: descriptors of the directories,
-	// which the accounting opens its files through (readIn).
-	dirFDs map[string]int
+	// The accounting's files (usageFile), opened with the group:
+	// cpuacct.usage, the memory high-water mark and memory.oom_control;
+	// nil without their hierarchy.
+	cpuUsage, peak, oomControl *usageFile
 }
 
-// dirFD is a descriptor of hierarchy sub's directory, or -1.
-func (r *v1Run) dirFD(sub string) int {
-	if fd, ok := r.dirFDs[r.dirs[sub]]; ok {
-		return fd
+// openUsage opens the accounting's files of the group's hierarchies,
+// through lockFD, each directory's descriptor. The peak is memory+swap's
+// where the kernel accounts swap, else memory's.
+func (r *v1Run) openUsage(lockFD map[string]int) {
+	fdOf := func(dir string) int {
+		if fd, ok := lockFD[dir]; ok {
+			return fd
+		}
+		return -1
 	}
-	return -1
+	if dir, ok := r.dirs["cpuacct"]; ok {
+		f := openUsage(fdOf(dir), dir, "cpuacct.usage")
+		r.cpuUsage = &f
+	}
+	if dir, ok := r.dirs["memory"]; ok {
+		peak := openUsage(fdOf(dir), dir, "memory.memsw.max_usage_in_bytes")
+		if peak.fd < 0 {
+			peak = openUsage(fdOf(dir), dir, "memory.max_usage_in_bytes")
+		}
+		oom := openUsage(fdOf(dir), dir, "memory.oom_control")
+		r.peak, r.oomControl = &peak, &oom
+	}
+}
+
+func (r *v1Run) closeUsage() {
+	for _, f := range []*usageFile{r.cpuUsage, r.peak, r.oomControl} {
+		if f != nil {
+			f.close()
+		}
+	}
 }
 
 // v1Controllers are the only hierarchies a run joins. Freezer, blkio,
@@ -147,7 +172,8 @@ func (p *v1Plan) make(name string) (Run, error) {
 	}
 	lim := p.limits
 	parents := p.parents
-	r := &v1Run{dirs: map[string]string{}, dirFDs: map[string]int{}}
+	r := &v1Run{dirs: map[string]string{}}
+	lockFD := map[string]int{}
 	var made []string
 	for _, sub := range v1Controllers {
 		dir, err := v1Mkdir(mountRoot, sub, parents, name, made)
@@ -155,7 +181,7 @@ func (p *v1Plan) make(name string) (Run, error) {
 			var lock int
 			if lock, err = lockOwner(dir); err == nil {
 				r.locks = append(r.locks, lock)
-				r.dirFDs[dir] = lock
+				lockFD[dir] = lock
 				made = append(made, dir)
 			} else if errors.Is(err, errTaken) {
 				r.Remove()
@@ -188,6 +214,7 @@ func (p *v1Plan) make(name string) (Run, error) {
 			return nil, err
 		}
 	}
+	r.openUsage(lockFD)
 	return r, nil
 }
 
@@ -272,11 +299,10 @@ func (r *v1Run) Enter(pid int) error {
 func (r *v1Run) Adopt(pid int) error { return r.Enter(pid) }
 
 func (r *v1Run) CPUTime() (time.Duration, error) {
-	dir, ok := r.dirs["cpuacct"]
-	if !ok {
+	if r.cpuUsage == nil {
 		return 0, errors.New("no cpuacct hierarchy")
 	}
-	ns, err := readUint(r.dirFD("cpuacct"), dir, "cpuacct.usage")
+	ns, err := r.cpuUsage.readUint()
 	return time.Duration(ns), err
 }
 
@@ -302,18 +328,11 @@ func (r *v1Run) Usage() (Usage, error) {
 	cpu, err := r.CPUTime()
 	u.CPU = cpu
 	errs = append(errs, err)
-	if dir, ok := r.dirs["memory"]; ok {
-		fd := r.dirFD("memory")
-		peak, err := readUint(fd, dir, "memory.memsw.max_usage_in_bytes")
-		if err != nil {
-			peak, err = readUint(fd, dir, "memory.max_usage_in_bytes")
-		}
+	if r.peak != nil {
+		peak, err := r.peak.readUint()
 		u.PeakMemory = int64(peak)
 		errs = append(errs, err)
-		kills, err := readKeys(fd, dir, "memory.oom_control", "oom_kill")
-		if err == nil {
-			u.OOMKills = kills[0]
-		}
+		u.OOMKills, err = r.oomControl.readKey("oom_kill")
 		errs = append(errs, err)
 	}
 	return u, errors.Join(errs...)
@@ -322,6 +341,7 @@ func (r *v1Run) Usage() (Usage, error) {
 // Remove deletes the group from every hierarchy it was made in, then
 // lets go of the owner locks.
 func (r *v1Run) Remove() error {
+	r.closeUsage()
 	var errs []error
 	for sub, dir := range r.dirs {
 		if err := retryRemove(dir); err != nil {
@@ -332,7 +352,7 @@ func (r *v1Run) Remove() error {
 	}
 	// A group that would not go is GC's to take once the locks are free.
 	closeAll(r.locks)
-	r.locks, r.dirFDs = nil, nil
+	r.locks = nil
 	return errors.Join(errs...)
 }
 
@@ -380,46 +400,4 @@ func killProcs(procsFile string) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-func readUint(dirfd int, dir, name string) (uint64, error) {
-	data, err := readIn(dirfd, dir, name)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
-}
-
-// readKeys returns the values of "key N" lines in a flat-keyed cgroup
-// file, one per key asked for; a key the file lacks is an error.
-func readKeys(dirfd int, dir, name string, keys ...string) ([]uint64, error) {
-	data, err := readIn(dirfd, dir, name)
-	if err != nil {
-		return nil, err
-	}
-	vals := make([]uint64, len(keys))
-	for i, key := range keys {
-		v, ok, err := keyIn(data, key)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, fmt.Errorf("no %s in %s", key, filepath.Join(dir, name))
-		}
-		vals[i] = v
-	}
-	return vals, nil
-}
-
-// keyIn returns the value of the "key N" line of data, and whether there
-// is one.
-func keyIn(data []byte, key string) (uint64, bool, error) {
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if ok && k == key {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n, true, err
-		}
-	}
-	return 0, false, nil
 }

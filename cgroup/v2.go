@@ -16,6 +16,8 @@ import (
 type v2Run struct {
 	dir string   // absolute directory
 	fd  *os.File // the directory, for CLONE_INTO_CGROUP
+	// The accounting's files (usageFile), opened with the group.
+	cpuStat, peak, events usageFile
 }
 
 // v2Settings are the files a run group's limits are written to.
@@ -68,6 +70,7 @@ func newV2(name string, opts Options) (Run, error) {
 		return nil, err
 	}
 	r := &v2Run{dir: dir, fd: os.NewFile(uintptr(fd), dir)}
+	r.cpuStat, r.peak, r.events = openUsage(fd, dir, "cpu.stat"), openUsage(fd, dir, "memory.peak"), openUsage(fd, dir, "memory.events")
 	for _, s := range settings {
 		if err := r.apply(s); err != nil {
 			r.Remove()
@@ -222,19 +225,8 @@ func (r *v2Run) Adopt(pid int) error {
 }
 
 func (r *v2Run) CPUTime() (time.Duration, error) {
-	usec, err := readKeys(r.dirFD(), r.dir, "cpu.stat", "usage_usec")
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(usec[0]) * time.Microsecond, nil
-}
-
-// dirFD is a descriptor of the group's directory (its lock's), or -1.
-func (r *v2Run) dirFD() int {
-	if r.fd == nil {
-		return -1
-	}
-	return int(r.fd.Fd())
+	usec, err := r.cpuStat.readKey("usage_usec")
+	return time.Duration(usec) * time.Microsecond, err
 }
 
 // Kill uses cgroup.kill (Linux 5.14+), which also reaches processes forked
@@ -256,11 +248,10 @@ func (r *v2Run) Kill() error {
 func (r *v2Run) Usage() (Usage, error) {
 	var u Usage
 	var errs []error
-	fd := r.dirFD()
 	cpu, err := r.CPUTime()
 	u.CPU = cpu
 	errs = append(errs, err)
-	if peak, err := readUint(fd, r.dir, "memory.peak"); err == nil {
+	if peak, err := r.peak.readUint(); err == nil {
 		u.PeakMemory = int64(peak)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
@@ -268,7 +259,7 @@ func (r *v2Run) Usage() (Usage, error) {
 	// memory.events: oom_kill, and oom_group_kill (Linux 6.1+), which
 	// counts the group kills of memory.oom.group. No file: no memory
 	// controller, no OOM kill.
-	if data, err := readIn(fd, r.dir, "memory.events"); err == nil {
+	if data, err := r.events.read(); err == nil {
 		kills, ok, err := keyIn(data, "oom_kill")
 		if err == nil && !ok {
 			err = fmt.Errorf("no oom_kill in %s/memory.events", r.dir)
@@ -289,6 +280,9 @@ func (r *v2Run) Usage() (Usage, error) {
 
 // Remove deletes the group, then lets go of its owner lock.
 func (r *v2Run) Remove() error {
+	for _, f := range []*usageFile{&r.cpuStat, &r.peak, &r.events} {
+		f.close()
+	}
 	err := retryRemove(r.dir)
 	if r.fd != nil {
 		r.fd.Close()

@@ -125,16 +125,16 @@ func (c *ZygoteChild) fork() error {
 	if !joined { // PID 1 did not join (v2, or no cgroup): it waits to be moved
 		if c.cg != nil {
 			if err := c.cg.Adopt(c.pid); err != nil {
-				return err
+				return c.failedWith(err)
 			}
 		}
 		if _, err := ctl.Write([]byte(zygoteGo)); err != nil {
-			return err
+			return c.failedWith(err)
 		}
 	}
 	plan := zygotePlan(t.spec, idMapping{programUID: uid, programGID: uid})
 	if err := writeAll(c.ctl, plan.framed()); err != nil {
-		return fmt.Errorf("send the run's init its plan: %w", err)
+		return c.failedWith(fmt.Errorf("send the run's init its plan: %w", err))
 	}
 	return c.ready()
 }
@@ -165,7 +165,7 @@ func (c *ZygoteChild) hello() error {
 	c.pid = int(cred.Pid)
 	pidfd, err := unix.PidfdOpen(c.pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
-		return fmt.Errorf("pidfd of the run's init: %w", err)
+		return c.failedWith(fmt.Errorf("pidfd of the run's init: %w", err))
 	}
 	c.pidfd = os.NewFile(uintptr(pidfd), "pidfd")
 	return nil
@@ -174,11 +174,7 @@ func (c *ZygoteChild) hello() error {
 // failure is the child's own word on why it failed, which begins with
 // said: an "error" status line.
 func (c *ZygoteChild) failure(said []byte) error {
-	c.ctl.SetReadDeadline(time.Now().Add(time.Second))
-	defer c.ctl.SetReadDeadline(time.Time{})
-	rest := make([]byte, 1024)
-	n, _ := io.ReadFull(c.ctl, rest)
-	line, _, _ := strings.Cut(string(said)+string(rest[:n]), "\n")
+	line := c.word(said)
 	if msg, ok := strings.CutPrefix(line, statusError+" "); ok {
 		return errors.New(strings.TrimPrefix(msg, "zygote: ")) // the caller says it is the zygote's
 	}
@@ -186,6 +182,29 @@ func (c *ZygoteChild) failure(said []byte) error {
 		return errors.New("the template's child ended before it was ready, without a word (its template, or the child itself, was killed or ran out of resources)")
 	}
 	return fmt.Errorf("the template's child failed (%q)", line)
+}
+
+// word is the first line of what the child's PID 1, or its template for
+// it, says next on the control stream, which begins with said; it waits
+// a second at most.
+func (c *ZygoteChild) word(said []byte) string {
+	c.ctl.SetReadDeadline(time.Now().Add(time.Second))
+	defer c.ctl.SetReadDeadline(time.Time{})
+	rest := make([]byte, 1024)
+	n, _ := io.ReadFull(c.ctl, rest)
+	line, _, _ := strings.Cut(string(said)+string(rest[:n]), "\n")
+	return line
+}
+
+// failedWith is err, a step with the child's PID 1 that failed after its
+// hello, unless the child said why: a PID 1 that died since (in its fork,
+// whose handlers are the preloads') fails the next step, whichever it is,
+// before its template's word on it is read.
+func (c *ZygoteChild) failedWith(err error) error {
+	if msg, ok := strings.CutPrefix(c.word(nil), statusError+" "); ok {
+		return errors.New(strings.TrimPrefix(msg, "zygote: "))
+	}
+	return err
 }
 
 // ready waits for the child's program to be sandboxed and waiting, or
