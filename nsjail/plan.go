@@ -37,23 +37,32 @@ var planSteps = map[string]int{
 // initc_test.go holds equal.
 var programSteps = []string{"stdin", "path", "arg", "env"}
 
+// step appends a step; it writes its strings into the buffer as they
+// are, since a server builds the plans of every run it is asked for.
 func (p *plan) step(name string, args ...string) {
-	raw := make([][]byte, len(args))
-	for i, a := range args {
-		raw[i] = []byte(a)
+	p.u32(len(args) + 1)
+	p.u32(len(name))
+	p.buf.WriteString(name)
+	for _, a := range args {
+		p.u32(len(a))
+		p.buf.WriteString(a)
 	}
-	p.stepBytes(name, raw...)
 }
 
 func (p *plan) stepBytes(name string, args ...[]byte) {
-	var n [4]byte
-	binary.LittleEndian.PutUint32(n[:], uint32(len(args)+1))
-	p.buf.Write(n[:])
-	for _, a := range append([][]byte{[]byte(name)}, args...) {
-		binary.LittleEndian.PutUint32(n[:], uint32(len(a)))
-		p.buf.Write(n[:])
+	p.u32(len(args) + 1)
+	p.u32(len(name))
+	p.buf.WriteString(name)
+	for _, a := range args {
+		p.u32(len(a))
 		p.buf.Write(a)
 	}
+}
+
+func (p *plan) u32(n int) {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(n))
+	p.buf.Write(b[:])
 }
 
 func num[T ~int | ~int64 | ~uint32 | ~uint64 | ~uintptr](v T) string {
