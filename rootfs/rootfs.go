@@ -259,7 +259,47 @@ func CheckPython(dir, python string) error {
 
 // checkHostPython checks an interpreter for the host-derived root, which
 // holds only /usr and its merged directories.
+//
+// A success is kept for hostScanTTL, as the host scan is: a server checks
+// the interpreter of every run it is asked for, three times on the way
+// (options, spec, the jail's own check), some thirty lookups.
 func checkHostPython(python string) error {
+	if hostPythons.fresh(python) {
+		return nil
+	}
+	if err := lookHostPython(python); err != nil {
+		return err
+	}
+	hostPythons.found(python)
+	return nil
+}
+
+// hostPythons are the host interpreters checkHostPython found usable, and
+// when.
+var hostPythons = checkedPaths{at: map[string]time.Time{}}
+
+type checkedPaths struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (c *checkedPaths) fresh(path string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.at[path]
+	return ok && time.Since(at) < hostScanTTL
+}
+
+func (c *checkedPaths) found(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.at) >= 64 { // a caller's many interpreters: start over
+		clear(c.at)
+	}
+	c.at[path] = time.Now()
+}
+
+func lookHostPython(python string) error {
 	resolved, err := filepath.EvalSymlinks(python)
 	if err != nil {
 		return field.Errorf("Python", "python %s not found on the host: install python3 (apt-get install python3) or pass {Python}", python)
