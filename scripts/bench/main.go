@@ -473,9 +473,9 @@ func (s *samples) add(name string, d time.Duration, err error) {
 // (seeded by offset, so reproducible): a variant's run follows another's
 // background work (a server's teardown, the jails it starts ahead, a
 // network namespace's removal), and in a fixed order the same variant
-// would always follow the same one. Measured: a server's served overhead
-// went from +1.3 to +3.1 ms between the slot after the in-process baseline
-// and the slot after the cold server.
+// would always follow the same one. Measured: one build's served
+// overhead was +1.3 ms in the slot after the cold server and +3.1 in the
+// slot after the in-process baseline.
 func rounds(vs []*variant, n, offset int, timeout, gap time.Duration, rec *samples) {
 	rng := rand.New(rand.NewPCG(uint64(offset), 34))
 	order := slices.Clone(vs)
