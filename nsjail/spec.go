@@ -129,8 +129,9 @@ type Spec struct {
 	Cgroup *cgroup.Options
 
 	// Seccomp is a compiled policy, a stack of BPF programs
-	// (seccomp.Programs), each loaded in turn just before execve; nil
-	// loads none.
+	// (seccomp.Programs), each loaded in turn as the program's process's
+	// last step before execve (in a jail started ahead, before its run
+	// comes); nil loads none.
 	Seccomp []byte
 	// Labels describe the run in the result (e.g. the seccomp mode).
 	SeccompMode string

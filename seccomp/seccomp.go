@@ -9,9 +9,11 @@
 // Docker's profiles), either microbox's curated CPython allowlist (Default,
 // a stack of three) or a profile read from a file (LoadProfile, one).
 // Compile turns it into raw classic-BPF programs (a Stack) that microbox's
-// init loads with seccomp(SECCOMP_SET_MODE_FILTER), oldest first, right
-// before it execs the interpreter; Program gives them for a mode, the
-// default ones precompiled.
+// init loads with seccomp(SECCOMP_SET_MODE_FILTER), oldest first, as the
+// last step before the program's process execs the interpreter (in a jail
+// started ahead, before the run comes: the process then waits under them
+// for its arguments, nsjail/nsinit/pid1.c); Program gives them for a mode,
+// the default ones precompiled.
 //
 // Whatever the policy, every compiled filter only admits the native
 // architecture: a system call made through another ABI (i386 int 0x80, x32)
