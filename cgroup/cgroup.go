@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/microbox/microbox/field"
@@ -343,49 +344,63 @@ func readFile(path string) ([]byte, error) {
 // verdict. Opened through the directory's descriptor (its owner lock),
 // the name is the only step of the walk. When the open failed (no such
 // file, or no descriptor to spare) the file is read by its path, and so
-// fails the same way.
+// fails the same way. A read is one pread from the start (these files are
+// a few lines), under mu: concurrent readers (a held run's CPU time and
+// its supervisor's check) and Remove's close take turns.
 type usageFile struct {
+	mu   sync.Mutex
 	fd   int
 	path string
 }
 
-func openUsage(dirfd int, dir, name string) usageFile {
-	f := usageFile{fd: -1, path: filepath.Join(dir, name)}
-	for dirfd >= 0 {
+// usageFileSize bounds what a read takes of a usage file.
+const usageFileSize = 4096
+
+// openUsage opens name in dir through dirfd; err is the open's failure,
+// the file then being read by its path.
+func openUsage(dirfd int, dir, name string) (f *usageFile, err error) {
+	f = &usageFile{fd: -1, path: filepath.Join(dir, name)}
+	if dirfd < 0 {
+		return f, nil
+	}
+	for {
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == unix.EINTR {
 			continue
 		}
-		if err == nil {
-			f.fd = fd
+		if err != nil {
+			return f, err
 		}
-		break
+		f.fd = fd
+		return f, nil
 	}
-	return f
 }
 
 // read reads the whole file, as it is now.
 func (f *usageFile) read() ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.fd < 0 {
 		return readFile(f.path)
 	}
-	var out []byte
-	buf := make([]byte, 4096)
+	buf := make([]byte, usageFileSize)
 	for {
-		n, err := unix.Pread(f.fd, buf, int64(len(out)))
+		n, err := unix.Pread(f.fd, buf, 0)
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
 			return nil, &fs.PathError{Op: "read", Path: f.path, Err: err}
-		case n == 0:
-			return out, nil
+		case n == len(buf):
+			return nil, fmt.Errorf("read %s: over %d bytes", f.path, usageFileSize)
 		}
-		out = append(out, buf[:n]...)
+		return buf[:n], nil
 	}
 }
 
 func (f *usageFile) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.fd >= 0 {
 		unix.Close(f.fd)
 		f.fd = -1

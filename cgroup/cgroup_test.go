@@ -28,12 +28,13 @@ func TestUsageFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(d)
-	opened, byPath := openUsage(d, dir, "memory.events"), openUsage(-1, dir, "memory.events")
+	opened, _ := openUsage(d, dir, "memory.events")
+	byPath, _ := openUsage(-1, dir, "memory.events")
 	defer opened.close()
 	if opened.fd < 0 || byPath.fd >= 0 {
 		t.Fatalf("opened through the directory: fd %d; by path: fd %d", opened.fd, byPath.fd)
 	}
-	for _, f := range []*usageFile{&opened, &byPath} {
+	for _, f := range []*usageFile{opened, byPath} {
 		if v, err := f.readKey("oom_kill"); err != nil || v != 3 {
 			t.Fatalf("oom_kill = %d, %v", v, err)
 		}
@@ -47,9 +48,18 @@ func TestUsageFile(t *testing.T) {
 	if v, err := opened.readKey("oom_kill"); err != nil || v != 4 {
 		t.Fatalf("oom_kill after the change = %d, %v", v, err)
 	}
-	missing := openUsage(d, dir, "memory.peak")
+	missing, err := openUsage(d, dir, "memory.peak")
+	if !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("opening a missing file: %v", err)
+	}
 	if _, err := missing.readUint(); missing.fd >= 0 || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a missing file: fd %d, %v", missing.fd, err)
+	}
+	// Closed (the group removed), it reads by path: a reader racing the
+	// close gets the file's answer, never another descriptor's.
+	opened.close()
+	if v, err := opened.readKey("oom_kill"); err != nil || v != 4 {
+		t.Fatalf("after close: oom_kill = %d, %v", v, err)
 	}
 }
 

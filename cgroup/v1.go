@@ -38,16 +38,15 @@ func (r *v1Run) openUsage(lockFD map[string]int) {
 		return -1
 	}
 	if dir, ok := r.dirs["cpuacct"]; ok {
-		f := openUsage(fdOf(dir), dir, "cpuacct.usage")
-		r.cpuUsage = &f
+		r.cpuUsage, _ = openUsage(fdOf(dir), dir, "cpuacct.usage")
 	}
 	if dir, ok := r.dirs["memory"]; ok {
-		peak := openUsage(fdOf(dir), dir, "memory.memsw.max_usage_in_bytes")
-		if peak.fd < 0 {
-			peak = openUsage(fdOf(dir), dir, "memory.max_usage_in_bytes")
+		var err error
+		r.peak, err = openUsage(fdOf(dir), dir, "memory.memsw.max_usage_in_bytes")
+		if errors.Is(err, unix.ENOENT) { // no swap accounting
+			r.peak, _ = openUsage(fdOf(dir), dir, "memory.max_usage_in_bytes")
 		}
-		oom := openUsage(fdOf(dir), dir, "memory.oom_control")
-		r.peak, r.oomControl = &peak, &oom
+		r.oomControl, _ = openUsage(fdOf(dir), dir, "memory.oom_control")
 	}
 }
 

@@ -17,7 +17,7 @@ type v2Run struct {
 	dir string   // absolute directory
 	fd  *os.File // the directory, for CLONE_INTO_CGROUP
 	// The accounting's files (usageFile), opened with the group.
-	cpuStat, peak, events usageFile
+	cpuStat, peak, events *usageFile
 }
 
 // v2Settings are the files a run group's limits are written to.
@@ -70,7 +70,9 @@ func newV2(name string, opts Options) (Run, error) {
 		return nil, err
 	}
 	r := &v2Run{dir: dir, fd: os.NewFile(uintptr(fd), dir)}
-	r.cpuStat, r.peak, r.events = openUsage(fd, dir, "cpu.stat"), openUsage(fd, dir, "memory.peak"), openUsage(fd, dir, "memory.events")
+	r.cpuStat, _ = openUsage(fd, dir, "cpu.stat")
+	r.peak, _ = openUsage(fd, dir, "memory.peak")
+	r.events, _ = openUsage(fd, dir, "memory.events")
 	for _, s := range settings {
 		if err := r.apply(s); err != nil {
 			r.Remove()
@@ -280,7 +282,7 @@ func (r *v2Run) Usage() (Usage, error) {
 
 // Remove deletes the group, then lets go of its owner lock.
 func (r *v2Run) Remove() error {
-	for _, f := range []*usageFile{&r.cpuStat, &r.peak, &r.events} {
+	for _, f := range []*usageFile{r.cpuStat, r.peak, r.events} {
 		f.close()
 	}
 	err := retryRemove(r.dir)

@@ -422,6 +422,7 @@ func TestPreparedPlanRefused(t *testing.T) {
 		{"user in the run's part", timeout("user", "0", "0", "1"), launch(), "plan: step user in the run's part of a prepared jail"},
 		{"cwd in the run's part", timeout("cwd", "/"), launch(), "plan: step cwd in the run's part of a prepared jail"},
 		{"path in the run's part", timeout("path", "/usr/bin/true"), launch(), "plan: step path in the run's part of a prepared jail"},
+		{"mount in the run's part", timeout("mount", "tmpfs", "/tmp", "tmpfs", "0", ""), launch(), "plan: step mount in the run's part of a prepared jail"},
 		{"mount in the program's part", timeout(), launch("mount", "tmpfs", "/tmp", "tmpfs", "0", ""), "plan: step mount in the program's part"},
 		{"rlimit in the program's part", timeout(), launch("rlimit", "7", "8", "8"), "plan: step rlimit in the program's part"},
 	} {

@@ -313,8 +313,18 @@ func TestShapePreparesProgram(t *testing.T) {
 	if shapeOf(t, testSpec()).program == nil {
 		t.Fatal("the default spec's jail does not prepare its program")
 	}
+	own, err := seccomp.Program(seccomp.ModeDefault, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filtered := testSpec()
+	filtered.Seccomp, filtered.SeccompMode = own, string(seccomp.ModeDefault)
+	if shapeOf(t, filtered).program == nil {
+		t.Error("a run under the default filter is not prepared")
+	}
+	// A filter not microbox's own is not, whatever its label says.
 	profile := testSpec()
-	profile.SeccompMode, profile.Seccomp = string(seccomp.ModeProfile), make([]byte, 16)
+	profile.SeccompMode, profile.Seccomp = string(seccomp.ModeDefault), make([]byte, 16)
 	if shapeOf(t, profile).program != nil {
 		t.Error("a caller's seccomp profile is prepared ahead of its run")
 	}
@@ -328,9 +338,101 @@ func TestShapePreparesProgram(t *testing.T) {
 	if shapeOf(t, other).Equal(shapeOf(t, testSpec())) {
 		t.Error("a jail prepared with one program's limits fits another's")
 	}
-	filtered := testSpec()
-	filtered.Seccomp = make([]byte, 16)
 	if shapeOf(t, filtered).Equal(shapeOf(t, testSpec())) {
 		t.Error("a jail prepared without a filter fits a run with one")
+	}
+}
+
+// preparedChild is the pid of a ready jail's prepared program (pid 2 of
+// the jail), from its PID 1's children.
+func preparedChild(t *testing.T, j *Jail) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(j.sv.pid) + "/task/" + strconv.Itoa(j.sv.pid) + "/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("PID 1 has children %q, want its prepared program alone", f)
+	}
+	pid, _ := strconv.Atoi(f[0])
+	return pid
+}
+
+// vmData is the data size (VmData) of process pid, in bytes.
+func vmData(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmData:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmData for pid %d", pid)
+	return 0
+}
+
+// A jail whose prepared program has died (the OOM killer, a kill by hand)
+// is no longer ready: a run must not be sent to it.
+func TestPreparedProgramDeathEndsJail(t *testing.T) {
+	needNamespaces(t)
+	j := startFor(t, testSpec())
+	defer j.Close()
+	if err := syscall.Kill(preparedChild(t, j), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); j.Alive(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the jail still looks ready after its prepared program died")
+		}
+	}
+}
+
+// A prepared program reads its own part of the plan (its arguments and
+// environment) before it takes its limits: with a small RLIMIT_DATA and
+// long arguments it runs as a cold one does. And when its execve fails,
+// the error names the program, as a cold run's does.
+func TestPreparedProgramLimitsAndExecError(t *testing.T) {
+	needNamespaces(t)
+	// The waiting process holds what it was forked with (some 33 MiB of
+	// data, mostly the spawner's): a limit of that and 256 KiB leaves it
+	// no room for 600 KiB of arguments, and python all it needs.
+	probe := startFor(t, testSpec())
+	data := vmData(t, preparedChild(t, probe))
+	probe.Close()
+	long := func() *Spec {
+		s := testSpec()
+		s.Rlimits.Data = data + 256<<10
+		s.Argv = []string{"/usr/bin/python3", "-c", "import sys; print(sum(map(len, sys.argv[1:])))"}
+		for range 5 { // one argument is at most 128 KiB (MAX_ARG_STRLEN)
+			s.Argv = append(s.Argv, strings.Repeat("x", 120<<10))
+		}
+		s.Capture = true
+		return s
+	}
+	s := long()
+	r := Settle(startFor(t, s).Run(context.Background(), s, shapeOf(t, s)))
+	if r.Status != result.StatusOK || r.Stdout != "614400\n" {
+		t.Fatalf("prepared, RLIMIT_DATA %d, 600 KiB of arguments: %s %q error %v", s.Rlimits.Data, r.Status, r.Stdout, deref(r.Error))
+	}
+	tooLong := func() *Spec {
+		s := testSpec()
+		s.Argv = []string{"/usr/bin/python3", "-c", "pass"}
+		for range 30 {
+			s.Argv = append(s.Argv, strings.Repeat("y", 100<<10)) // past ARG_MAX: E2BIG
+		}
+		return s
+	}
+	s = tooLong()
+	r = Settle(startFor(t, s).Run(context.Background(), s, shapeOf(t, s)))
+	if r.Status != result.StatusSandboxError || r.Error == nil || !strings.Contains(*r.Error, "exec /usr/bin/python3: Argument list too long") {
+		t.Fatalf("prepared, an execve that fails: %s error %v", r.Status, deref(r.Error))
 	}
 }

@@ -376,8 +376,9 @@ func (sv *supervisor) run(ctx context.Context) (*result.Result, error) {
 		return nil, err
 	}
 	if err := sv.sendRun(); err != nil {
+		// The jail's own word on why it stopped reading, if it said one.
 		scratch.close()
-		return nil, fmt.Errorf("start jail: %w", err)
+		return nil, sv.initGone(err)
 	}
 	sv.feedStdin(s.Stdin)
 	var waitErr error

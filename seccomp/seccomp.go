@@ -22,8 +22,10 @@
 package seccomp
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -173,3 +175,33 @@ func SyscallName(nr int) string {
 	}
 	return name
 }
+
+// Own reports whether stack is none or one of microbox's own filters (the
+// default policy, or its log mode): those allow what a process does while
+// it waits under them for its program (read, openat and dup2 for its
+// stdin, prlimit64 on itself, execve), so a jail started ahead may load
+// them before its run comes (nsjail/nsinit/pid1.c: prepare_program). A
+// caller's profile might refuse those calls: its run's program is
+// sandboxed when the run comes.
+func Own(stack []byte) bool {
+	if stack == nil {
+		return true
+	}
+	for _, own := range ownPrograms() {
+		if bytes.Equal(stack, own) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownPrograms are the default and log modes' stacks, compiled once.
+var ownPrograms = sync.OnceValue(func() [][]byte {
+	var own [][]byte
+	for _, m := range []Mode{ModeDefault, ModeLog} {
+		if p, err := Program(m, ""); err == nil {
+			own = append(own, p)
+		}
+	}
+	return own
+})

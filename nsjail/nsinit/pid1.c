@@ -95,10 +95,19 @@ static void set_rlimit(int res, struct rlimit lim)
 		die("setrlimit %d", res);
 }
 
+// set_rlimits gives the program its limits.
+static void set_rlimits(struct program *prog)
+{
+	for (int i = 0; i < prog->nrlimits; i++)
+		set_rlimit(prog->rlimits[i].res, prog->rlimits[i].lim);
+}
+
 // sandbox_program takes, in the program's process (pid 2), every step
 // between PID 1 and the program's execve: a session of its own, only
 // stdin, stdout and stderr for the program, its credentials, limits,
-// working directory and, last, its seccomp filters.
+// working directory and, last, its seccomp filters. A prepared program
+// (prepare_program) sets its limits later, before its execve: under
+// RLIMIT_DATA it could not read its own part of the plan.
 static void sandbox_program(struct program *prog)
 {
 	// Dumpable again, as execve would make it anyway: a rootless program
@@ -116,8 +125,8 @@ static void sandbox_program(struct program *prog)
 	// run's fork namespaces and mounts of its own, and drops it there.
 	if (!prog->keep_root)
 		drop_privileges(prog);
-	for (int i = 0; i < prog->nrlimits; i++)
-		set_rlimit(prog->rlimits[i].res, prog->rlimits[i].lim);
+	if (!prog->prepare)
+		set_rlimits(prog);
 	if (chdir(prog->cwd) < 0)
 		die("chdir %s", prog->cwd);
 	for (int i = 0; i < prog->nseccomp; i++)
@@ -132,6 +141,11 @@ static void exec_program(struct program *prog, int errpipe)
 {
 	execve(prog->path, prog->argv, prog->envp);
 	int err = errno;
+	// A prepared program's PID 1 never read its path: the program says
+	// what failed itself, before PID 1 hears of it (the first error line
+	// is the one reported).
+	if (prog->prepare)
+		status(STATUS_ERROR " exec %s: %s", prog->path, strerror(err));
 	(void)!write(errpipe, &err, sizeof err);
 	_exit(127);
 }
@@ -187,6 +201,7 @@ static pid_t prepare_program(struct program *prog, int errpipe[2], int go[2])
 	}
 	if (!prog->path)
 		die("plan: no program");
+	set_rlimits(prog); // under the filter: prlimit64 on itself
 	exec_program(prog, errpipe[1]);
 }
 
@@ -200,19 +215,44 @@ static void go_program(int go)
 	close(go);
 }
 
-// refuse_after_prepare ends the jail when the run's part sets what the
-// prepared program has already applied: those settings would not reach
-// it, and a run must never go on with others than it asked for.
+// refuse_after_prepare ends the jail when the run's part of a prepared
+// jail has a step other than the caller's files and the timeout: the
+// program's settings are pid 2's already, and a step that changed the
+// file system under it (a mount over its working directory) would leave
+// it where a cold run would not be. A run must never go on with another
+// sandbox than it asked for.
 static void refuse_after_prepare(const struct step *steps, size_t count)
 {
-	static const char *const applied[] = { "user", "nested_userns", "keep_root", "seccomp",
-					       "rlimit", "cwd", "prepare" };
-	for (size_t i = 0; i < count; i++)
-		for (size_t k = 0; k < sizeof applied / sizeof *applied; k++)
-			if (!strcmp(steps[i].a[0].p, applied[k]) || is_program_step(steps[i].a[0].p)) {
-				errno = 0;
-				die("plan: step %s in the run's part of a prepared jail", steps[i].a[0].p);
-			}
+	static const char *const allowed[] = { "file", "mkdir", "chown", "timeout", "phase" };
+	for (size_t i = 0; i < count; i++) {
+		int ok = 0;
+		for (size_t k = 0; k < sizeof allowed / sizeof *allowed; k++)
+			ok |= !strcmp(steps[i].a[0].p, allowed[k]);
+		if (!ok) {
+			errno = 0;
+			die("plan: step %s in the run's part of a prepared jail", steps[i].a[0].p);
+		}
+	}
+}
+
+// await_run_part waits for the run's part of the plan on PLAN_FD, and
+// ends the jail if the prepared program's process (child) ends first: a
+// jail whose pid 2 is gone (the OOM killer, a kill by hand) must not look
+// ready (nsjail/jail.go: Alive), or the run sent to it would fail.
+static void await_run_part(pid_t child)
+{
+	int pidfd = syscall(SYS_pidfd_open, child, 0);
+	if (pidfd < 0)
+		return; // no pidfd (Linux < 5.3): the go's write reports it
+	struct pollfd fds[2] = { { .fd = PLAN_FD, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+	while (poll(fds, 2, -1) < 0)
+		if (errno != EINTR)
+			die("wait for the run");
+	if (fds[1].revents) { // its run, if it came too, could not start
+		errno = 0;
+		die("the prepared program's process ended before its run");
+	}
+	close(pidfd);
 }
 
 static void exec_failed(const char *path, int err) __attribute__((noreturn));
@@ -421,6 +461,8 @@ void jail_init(const struct jail *j)
 		close(go[0]);
 	}
 	status(STATUS_READY);
+	if (prog.prepare)
+		await_run_part(child);
 	size_t count;
 	struct step *steps = read_steps(&count);
 	if (prog.prepare)
@@ -453,7 +495,7 @@ void jail_init(const struct jail *j)
 	while ((r = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR)
 		;
 	if (r == sizeof err)
-		exec_failed(prog.path, err);
+		exec_failed(prog.path ? prog.path : "the program", err);
 	close(errpipe[0]);
 	status(STATUS_START " %llu", (unsigned long long)now_ns());
 	arm_deadline(prog.timeout_ns);
