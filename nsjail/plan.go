@@ -212,11 +212,11 @@ func runPlan(s *Spec, ids idMapping, seccompBPF []byte, prepared bool) (run, lau
 // "prepare", which has PID 1 fork the program's process and sandbox it
 // before the run comes (nsinit/pid1.c: prepare_program). Nil for a spec
 // whose program cannot wait that way: a zygote's template and a held run
-// (their fd 0 is a socket to microbox), and a filter that is not one of
-// microbox's own (seccomp.Own: a caller's profile might refuse the calls
-// the waiting process makes under it).
+// (their fd 0 is a socket to microbox), and a filter that is not the one
+// of microbox's own mode it names (seccomp.Own: a caller's profile might
+// refuse the calls the waiting process makes under it).
 func preparedPlan(s *Spec, ids idMapping) *plan {
-	if s.template || s.Control || !seccomp.Own(s.Seccomp) {
+	if s.template || s.Control || !seccomp.Own(s.Seccomp, seccomp.Mode(s.SeccompMode)) {
 		return nil
 	}
 	p := sandboxPlan(s, ids, s.Seccomp)

@@ -73,8 +73,8 @@ func ForMode(m Mode, profile string) (*Policy, error) {
 //
 // ModeDefault costs nothing on x86_64: the default policy is shipped
 // precompiled (default_amd64.bpf, the bytes Default().Compile() gives with
-// the libseccomp of record). Other architectures, and the log and profile
-// modes, compile at run time.
+// the libseccomp of record). Other architectures' default and the log
+// mode compile once a process; a profile, at each call.
 //
 // A profile that cannot be read or used is reported as a *ProfileError:
 // the caller's input, not a fault of the sandbox.
@@ -82,10 +82,9 @@ func Program(m Mode, profile string) ([]byte, error) {
 	switch m {
 	case ModeOff:
 		return nil, nil
-	case ModeDefault:
-		if embeddedDefault != nil {
-			return slices.Clone(embeddedDefault), nil
-		}
+	case ModeDefault, ModeLog:
+		prog, err := ownProgram(m)
+		return slices.Clone(prog), err
 	}
 	p, err := ForMode(m, profile)
 	if err != nil {
@@ -176,32 +175,35 @@ func SyscallName(nr int) string {
 	return name
 }
 
-// Own reports whether stack is none or one of microbox's own filters (the
-// default policy, or its log mode): those allow what a process does while
-// it waits under them for its program (read, openat and dup2 for its
-// stdin, prlimit64 on itself, execve), so a jail started ahead may load
-// them before its run comes (nsjail/nsinit/pid1.c: prepare_program). A
-// caller's profile might refuse those calls: its run's program is
-// sandboxed when the run comes.
-func Own(stack []byte) bool {
-	if stack == nil {
-		return true
+// ownProgram is mode m's stack (default or log): the default one as
+// shipped, where it is, else each compiled once in the process (a server
+// or batch worker runs many; a compile costs some milliseconds).
+func ownProgram(m Mode) ([]byte, error) {
+	if m == ModeDefault && embeddedDefault != nil {
+		return embeddedDefault, nil
 	}
-	for _, own := range ownPrograms() {
-		if bytes.Equal(stack, own) {
-			return true
-		}
+	return compiledOwn[m]()
+}
+
+var compiledOwn = map[Mode]func() ([]byte, error){
+	ModeDefault: sync.OnceValues(func() ([]byte, error) { return Default().Compile() }),
+	ModeLog:     sync.OnceValues(func() ([]byte, error) { return Default().Log().Compile() }),
+}
+
+// Own reports whether stack is what microbox's own mode m loads (nil for
+// off or no mode, the default policy, or its log mode): those filters allow what a
+// process does while it waits under them for its program (read, openat
+// and dup2 for its stdin, prlimit64 on itself, execve), so a jail started
+// ahead may load them before its run comes (nsjail/nsinit/pid1.c:
+// prepare_program). A caller's profile might refuse those calls, and so
+// might bytes that only carry an own mode's name.
+func Own(stack []byte, m Mode) bool {
+	switch m {
+	case ModeOff, "": // no filter (a spec of no mode carries none)
+		return stack == nil
+	case ModeDefault, ModeLog:
+		own, err := ownProgram(m)
+		return err == nil && stack != nil && bytes.Equal(stack, own)
 	}
 	return false
 }
-
-// ownPrograms are the default and log modes' stacks, compiled once.
-var ownPrograms = sync.OnceValue(func() [][]byte {
-	var own [][]byte
-	for _, m := range []Mode{ModeDefault, ModeLog} {
-		if p, err := Program(m, ""); err == nil {
-			own = append(own, p)
-		}
-	}
-	return own
-})

@@ -327,3 +327,38 @@ func defaultStack(t *testing.T) (stack []byte, progs [][]byte) {
 	}
 	return stack, progs
 }
+
+// Own holds a stack to the mode it names: microbox's own filters for
+// default and log, none for off; bytes that are not that mode's, and any
+// profile, are not microbox's own.
+func TestOwn(t *testing.T) {
+	def, err := Program(ModeDefault, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := Program(ModeLog, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		stack []byte
+		mode  Mode
+		own   bool
+	}{
+		{nil, ModeOff, true},
+		{nil, "", true},
+		{def, "", false},
+		{def, ModeDefault, true},
+		{log, ModeLog, true},
+		{def, ModeLog, false},
+		{log, ModeDefault, false},
+		{nil, ModeDefault, false},
+		{def, ModeOff, false},
+		{make([]byte, len(def)), ModeDefault, false},
+		{def, ModeProfile, false},
+	} {
+		if got := Own(c.stack, c.mode); got != c.own {
+			t.Errorf("Own(%d bytes, %s) = %v, want %v", len(c.stack), c.mode, got, c.own)
+		}
+	}
+}
