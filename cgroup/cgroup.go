@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/microbox/microbox/field"
@@ -337,29 +336,23 @@ func readFile(path string) ([]byte, error) {
 	return readFD(fd, path)
 }
 
-// A usageFile is a file of a run group opened when the group is made and
-// read from its start whenever asked. The first lookup of a name in a new
-// cgroup directory makes its dentry and inode: those lookups were most of
-// the accounting that a run reads between its program's end and its
-// verdict. Opened through the directory's descriptor (its owner lock),
-// the name is the only step of the walk. When the open failed (no such
-// file, or no descriptor to spare) the file is read by its path, and so
-// fails the same way. A read is one pread from the start (these files are
-// a few lines), under mu: concurrent readers (a held run's CPU time and
-// its supervisor's check) and Remove's close take turns.
+// A usageFile is a file of a run group's accounting, looked up once when
+// the group is made (opened through the directory's descriptor, its owner
+// lock, and closed) and read by its path when asked. The first lookup of
+// a name in a new cgroup directory makes its dentry and inode: those
+// lookups were most of the accounting that a run reads between its
+// program's end and its verdict. Made at the group's creation (for a jail
+// started ahead, before its run), the later opens find them cached. No
+// descriptor is kept: a run's descriptors are the bound on how many runs
+// a process holds at once.
 type usageFile struct {
-	mu   sync.Mutex
-	fd   int
 	path string
 }
 
-// usageFileSize bounds what a read takes of a usage file.
-const usageFileSize = 4096
-
-// openUsage opens name in dir through dirfd; err is the open's failure,
-// the file then being read by its path.
-func openUsage(dirfd int, dir, name string) (f *usageFile, err error) {
-	f = &usageFile{fd: -1, path: filepath.Join(dir, name)}
+// openUsage looks name up in dir through dirfd; err is the lookup's
+// failure (the file is then read, and fails, by its path).
+func openUsage(dirfd int, dir, name string) (*usageFile, error) {
+	f := &usageFile{path: filepath.Join(dir, name)}
 	if dirfd < 0 {
 		return f, nil
 	}
@@ -368,44 +361,15 @@ func openUsage(dirfd int, dir, name string) (f *usageFile, err error) {
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return f, err
+		if err == nil {
+			unix.Close(fd)
 		}
-		f.fd = fd
-		return f, nil
+		return f, err
 	}
 }
 
 // read reads the whole file, as it is now.
-func (f *usageFile) read() ([]byte, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fd < 0 {
-		return readFile(f.path)
-	}
-	buf := make([]byte, usageFileSize)
-	for {
-		n, err := unix.Pread(f.fd, buf, 0)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return nil, &fs.PathError{Op: "read", Path: f.path, Err: err}
-		case n == len(buf):
-			return nil, fmt.Errorf("read %s: over %d bytes", f.path, usageFileSize)
-		}
-		return buf[:n], nil
-	}
-}
-
-func (f *usageFile) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fd >= 0 {
-		unix.Close(f.fd)
-		f.fd = -1
-	}
-}
+func (f *usageFile) read() ([]byte, error) { return readFile(f.path) }
 
 // readUint reads a file that holds one number.
 func (f *usageFile) readUint() (uint64, error) {

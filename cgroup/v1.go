@@ -21,13 +21,13 @@ import (
 type v1Run struct {
 	dirs  map[string]string // absolute directory per hierarchy
 	locks []int             // each directory's owner lock (lockOwner)
-	// The accounting's files (usageFile), opened with the group:
+	// The accounting's files (usageFile), looked up with the group:
 	// cpuacct.usage, the memory high-water mark and memory.oom_control;
 	// nil without their hierarchy.
 	cpuUsage, peak, oomControl *usageFile
 }
 
-// openUsage opens the accounting's files of the group's hierarchies,
+// openUsage looks up the accounting's files of the group's hierarchies,
 // through lockFD, each directory's descriptor. The peak is memory+swap's
 // where the kernel accounts swap, else memory's.
 func (r *v1Run) openUsage(lockFD map[string]int) {
@@ -47,14 +47,6 @@ func (r *v1Run) openUsage(lockFD map[string]int) {
 			r.peak, _ = openUsage(fdOf(dir), dir, "memory.max_usage_in_bytes")
 		}
 		r.oomControl, _ = openUsage(fdOf(dir), dir, "memory.oom_control")
-	}
-}
-
-func (r *v1Run) closeUsage() {
-	for _, f := range []*usageFile{r.cpuUsage, r.peak, r.oomControl} {
-		if f != nil {
-			f.close()
-		}
 	}
 }
 
@@ -340,7 +332,6 @@ func (r *v1Run) Usage() (Usage, error) {
 // Remove deletes the group from every hierarchy it was made in, then
 // lets go of the owner locks.
 func (r *v1Run) Remove() error {
-	r.closeUsage()
 	var errs []error
 	for sub, dir := range r.dirs {
 		if err := retryRemove(dir); err != nil {

@@ -16,7 +16,7 @@ import (
 type v2Run struct {
 	dir string   // absolute directory
 	fd  *os.File // the directory, for CLONE_INTO_CGROUP
-	// The accounting's files (usageFile), opened with the group.
+	// The accounting's files (usageFile), looked up with the group.
 	cpuStat, peak, events *usageFile
 }
 
@@ -282,9 +282,6 @@ func (r *v2Run) Usage() (Usage, error) {
 
 // Remove deletes the group, then lets go of its owner lock.
 func (r *v2Run) Remove() error {
-	for _, f := range []*usageFile{r.cpuStat, r.peak, r.events} {
-		f.close()
-	}
 	err := retryRemove(r.dir)
 	if r.fd != nil {
 		r.fd.Close()

@@ -20,8 +20,7 @@ const requestDeadline = 10 * time.Second
 
 // runFDs is about how many descriptors one run holds in the server: its
 // pipes (six, each two ends until the clone), the client's three and the
-// connection, a pidfd, the run's cgroup and uid-range locks and its
-// cgroup's three accounting files (some 24 in all).
+// connection, a pidfd, the run's cgroup and uid-range locks.
 const runFDs = 32
 
 // fdHeadroom counts the runs the server has taken on, to tell whether it
