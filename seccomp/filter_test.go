@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,8 +76,16 @@ func helperProcess(mode string, args []string) {
 }
 
 // loadFilter installs the stack of programs as microbox's init does, plus
-// TSYNC so that every thread of the Go runtime gets them.
+// TSYNC so that every thread of the Go runtime gets them. No thread may be
+// made between two loads: under the oldest filter alone, clone3 answers
+// EPERM (the newest's ENOSYS, which glibc falls back on, is not there yet),
+// and the runtime's pthread_create aborts the helper (CI saw it once). So
+// the loads are raw system calls, which the scheduler does not see (no
+// other thread is started to take this one's processor), on the only
+// processor, with the collector off.
 func loadFilter(stack []byte) error {
+	runtime.GOMAXPROCS(1)
+	debug.SetGCPercent(-1)
 	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
@@ -90,7 +99,7 @@ func loadFilter(stack []byte) error {
 			Len:    uint16(len(prog) / 8),
 			Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0])),
 		}
-		_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 			unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
 		runtime.KeepAlive(prog)
 		if errno != 0 {
