@@ -40,9 +40,7 @@ var programSteps = []string{"stdin", "path", "arg", "env"}
 // step appends a step; it writes its strings into the buffer as they
 // are, since a server builds the plans of every run it is asked for.
 func (p *plan) step(name string, args ...string) {
-	p.u32(len(args) + 1)
-	p.u32(len(name))
-	p.buf.WriteString(name)
+	p.head(name, len(args))
 	for _, a := range args {
 		p.u32(len(a))
 		p.buf.WriteString(a)
@@ -50,13 +48,18 @@ func (p *plan) step(name string, args ...string) {
 }
 
 func (p *plan) stepBytes(name string, args ...[]byte) {
-	p.u32(len(args) + 1)
-	p.u32(len(name))
-	p.buf.WriteString(name)
+	p.head(name, len(args))
 	for _, a := range args {
 		p.u32(len(a))
 		p.buf.Write(a)
 	}
+}
+
+// head writes a step's count of arguments, its name counted, and its name.
+func (p *plan) head(name string, nargs int) {
+	p.u32(nargs + 1)
+	p.u32(len(name))
+	p.buf.WriteString(name)
 }
 
 func (p *plan) u32(n int) {
