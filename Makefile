@@ -18,13 +18,31 @@ STAMP = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # netgo/osusergo keep glibc's NSS out of it.
 LDFLAGS = -ldflags '-linkmode external -extldflags "-static" -s -w $(STAMP)'
 
+# The init image (nsjail/nsinit/image.go): the jail's C linked on its own,
+# statically, against musl, which a forked run's PID 1 execs (a glibc
+# static start probes the CPU with cpuid, which a VM traps). musl-gcc
+# (musl-tools) finds the kernel's headers (linux-libc-dev) in build/kinc,
+# which links those alone, not glibc's. Both builds embed it
+# (microbox_init_image); a plain `go build` does not, and runs exec
+# microbox's own binary instead.
+INIT_IMAGE = nsjail/nsinit/musl/init
+INIT_C = $(addprefix nsjail/nsinit/,init.c pid1.c plan.c spawner.c util.c zygote.c musl/main.c)
+KINC = build/kinc
+TAGS = netgo,osusergo,microbox_init_image
+$(INIT_IMAGE): $(INIT_C) $(wildcard nsjail/nsinit/*.h)
+	mkdir -p $(KINC)
+	ln -sfn /usr/include/linux $(KINC)/linux
+	ln -sfn /usr/include/asm-generic $(KINC)/asm-generic
+	ln -sfn /usr/include/$$(gcc -print-multiarch)/asm $(KINC)/asm
+	musl-gcc -static -O2 -Wall -Wextra -Wno-unused-parameter -Werror -idirafter $(KINC) -o $@ $(INIT_C)
+
 # Two binaries of one package: bin/microbox, lean (every exec starts it),
 # and bin/microbox-server (-tags server: the HTTP API, metrics and MCP,
 # whose libraries would cost every exec's start), which `microbox serve`
 # and `microbox mcp` start from beside bin/microbox.
-build:
-	$(GO) build -tags netgo,osusergo $(LDFLAGS) -o bin/microbox ./cmd/microbox
-	$(GO) build -tags netgo,osusergo,server $(LDFLAGS) -o bin/microbox-server ./cmd/microbox
+build: $(INIT_IMAGE)
+	$(GO) build -tags $(TAGS) $(LDFLAGS) -o bin/microbox ./cmd/microbox
+	$(GO) build -tags $(TAGS),server $(LDFLAGS) -o bin/microbox-server ./cmd/microbox
 
 # install: both binaries to $(DESTDIR)$(PREFIX)/bin (packagers set
 # DESTDIR), side by side as `microbox serve` looks for the server build.
@@ -53,10 +71,10 @@ check:
 # started ahead, which forked runs skip).
 SERVE_PASS_SKIP = ^Test(Activation|Batch|Eval|HTTP|Healthz|MCP|OpenAPI|ZygoteDifferential|SandboxFusion|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
 ZYGOTE_PASS_SKIP = ^Test(Activation|Language|EvalStdioCpp|HTTPAndMCPLanguage|BatchMemoryBounded|HTTPSession|BatchFetch|HTTPFetch|MCPFetch|MCPInspector|OpenAPI|Ceilings|Healthz|RootfsBuild|RootfsImport|RootfsFromEnvironment|RootfsCheck|Doctor|GC|Version|CheckCommand|CheckSyntax|NoHeavy|ServerBuild|ServeNeeds)
-unit:
-	$(GO) test -count=1 ./...
-	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 -skip '$(SERVE_PASS_SKIP)' ./cmd/microbox
-	MICROBOX_TEST_SERVE=1 MICROBOX_ZYGOTE=fallback $(GO) test -count=1 -skip '$(ZYGOTE_PASS_SKIP)' ./cmd/microbox
+unit: $(INIT_IMAGE)
+	$(GO) test -count=1 -tags microbox_init_image ./...
+	MICROBOX_TEST_SERVE=1 $(GO) test -count=1 -tags microbox_init_image -skip '$(SERVE_PASS_SKIP)' ./cmd/microbox
+	MICROBOX_TEST_SERVE=1 MICROBOX_ZYGOTE=fallback $(GO) test -count=1 -tags microbox_init_image -skip '$(ZYGOTE_PASS_SKIP)' ./cmd/microbox
 
 # redteam: the adversarial corpus in ../shared/redteam, in-process, then
 # every case forked from a warm interpreter through a server (-zygote),
@@ -129,4 +147,4 @@ bench: build
 	$(GO) run ./scripts/bench
 
 clean:
-	rm -rf bin
+	rm -rf bin $(INIT_IMAGE)

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 	"unicode"
+
+	"github.com/microbox/microbox/nsjail/nsinit"
 )
 
 // root is the repository root, from this package's directory.
@@ -225,11 +227,17 @@ func TestDocumentedCommands(t *testing.T) {
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "bin", "microbox")
 	// Both builds, as make leaves them: serve and mcp start the server's.
+	// With the init image when the test has it (make unit), as make builds.
+	image := ""
+	if nsinit.Image() != nil {
+		image = "microbox_init_image"
+	}
 	for _, tags := range []string{"", "server"} {
 		out := bin
 		if tags != "" {
 			out += "-" + tags
 		}
+		tags := strings.Trim(tags+","+image, ",")
 		build := exec.Command("go", "build", "-tags", tags, "-o", out, "./cmd/microbox")
 		build.Dir = abs
 		if msg, err := build.CombinedOutput(); err != nil {

@@ -127,12 +127,11 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 		return err
 	}
 	go t.watch()
-	// The template's configuration, with this binary, which its children
-	// exec as their PID 1 (nsinit/zygote.c): the template's root need
-	// not have it.
-	exe, err := os.Open("/proc/self/exe")
+	// The template's configuration, with the init its children exec as
+	// their PID 1 (zygoteInit): the template's root need not have it.
+	exe, err := zygoteInit()
 	if err != nil {
-		return fmt.Errorf("open microbox's own binary: %w", err)
+		return fmt.Errorf("open the runs' init: %w", err)
 	}
 	defer exe.Close()
 	cfg, _ := json.Marshal(t.config())

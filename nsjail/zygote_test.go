@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/microbox/microbox/cgroup"
+	"github.com/microbox/microbox/nsjail/nsinit"
 	"github.com/microbox/microbox/result"
 	"github.com/microbox/microbox/seccomp"
 )
@@ -562,5 +563,45 @@ libc.__register_atfork(*handlers, None)
 	}
 	if tmpl.Err() == nil {
 		t.Error("the template forks on after its PID 1 died in fork")
+	}
+}
+
+// A forked run's PID 1 execs the init image when the build has one (make
+// unit's microbox_init_image) and microbox's own binary otherwise, and its
+// runs work either way (TestZygoteRun and the rest run on whichever it is).
+func TestZygoteInitImage(t *testing.T) {
+	s := zygoteSpec(t, "print(1)")
+	tmpl := startTemplate(t, s)
+	c, err := tmpl.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.Executable()
+	if nsinit.Image() != nil {
+		want = "/memfd:microbox-init (deleted)"
+		if initImage.why != nil {
+			t.Errorf("the build has the init image, but: %v", initImage.why)
+		}
+	}
+	if exe != want {
+		t.Errorf("the run's PID 1 runs %q, want %q", exe, want)
+	}
+	if r := Settle(c.Run(context.Background(), s)); r.Status != result.StatusOK || r.Stdout != "1\n" {
+		t.Errorf("the run: %s %q %s", r.Status, r.Stdout, deref(r.Error))
+	}
+	// The image is sealed: whoever holds it (the template does) cannot change it.
+	f, err := zygoteInit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if nsinit.Image() != nil {
+		if _, err := f.WriteAt([]byte{0}, 0); err == nil {
+			t.Error("the init image took a write")
+		}
 	}
 }

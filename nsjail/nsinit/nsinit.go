@@ -5,9 +5,10 @@
 // of the binary returns from it at once. README.md says which file does
 // what, and in which order a jail's steps run.
 //
-// Its one Go API is ZygoteSpawn. Package nsjail imports it for its C, and
-// declares the Go side of each protocol the headers declare (plan.h,
-// status.h, spawner.h, zygote.h), which nsjail's initc_test.go holds equal.
+// Its Go API is ZygoteSpawn and Image (the init image, image.go). Package
+// nsjail imports it for its C, and declares the Go side of each protocol
+// the headers declare (plan.h, status.h, spawner.h, zygote.h), which
+// nsjail's initc_test.go holds equal.
 package nsinit
 
 /*
@@ -46,3 +47,7 @@ func ZygoteSpawn() Spawn {
 		Resume: int(C.zspawn_resume()),
 	}
 }
+
+// Image is the init image (image.go): this package's C as a static musl
+// executable, for a forked run's PID 1 to exec; nil in a build without it.
+func Image() []byte { return image }

@@ -10,7 +10,7 @@
 //
 // Run it from the repository root after building microbox:
 //
-//	go build -o bin/microbox ./cmd/microbox
+//	make build
 //	go run ./scripts/humaneval [flags] canonical|examples|labeled
 //
 // The three jobs read the data in -data (default ../shared/datasets):
@@ -122,7 +122,7 @@ func parseFlags() (*options, string, error) {
 		return nil, "", err
 	}
 	if _, err := os.Stat(o.microbox); err != nil {
-		return nil, "", fmt.Errorf("-microbox: %w (build it with: go build -o bin/microbox ./cmd/microbox)", err)
+		return nil, "", fmt.Errorf("-microbox: %w (build it with: make build)", err)
 	}
 	return o, flag.Arg(0), nil
 }

@@ -8,7 +8,7 @@
 //
 // Run it from the repository root after building microbox:
 //
-//	go build -o bin/microbox ./cmd/microbox
+//	make build
 //	go run ./scripts/redteam [-corpus ../shared/redteam] [-c-corpus scripts/redteam/c] [-microbox bin/microbox] [-run REGEXP] [-v] [-zygote | -serve]
 //
 // The C cases of -c-corpus (this repository's own, *.c with the same
@@ -167,7 +167,7 @@ func parseFlags() (*options, error) {
 		return nil, err
 	}
 	if _, err := os.Stat(o.microbox); err != nil {
-		return nil, fmt.Errorf("-microbox: %w (build it with: go build -o bin/microbox ./cmd/microbox)", err)
+		return nil, fmt.Errorf("-microbox: %w (build it with: make build)", err)
 	}
 	return o, nil
 }

@@ -130,11 +130,12 @@ func buildBinaries(guest, microbox string) error {
 	}
 	builds := []*exec.Cmd{
 		exec.Command("go", "build", "-trimpath", "-o", guest, "./scripts/vmtest/guest"),
-		exec.Command("go", "build", "-trimpath", "-tags", "osusergo,netgo", "-o", microbox,
+		exec.Command("make", "nsjail/nsinit/musl/init"), // the init image, which make build embeds
+		exec.Command("go", "build", "-trimpath", "-tags", "osusergo,netgo,microbox_init_image", "-o", microbox,
 			"-ldflags", "-s -w -linkmode external -extldflags -static"+versionStamp(), "./cmd/microbox"),
 	}
 	builds[0].Env = append(os.Environ(), "CGO_ENABLED=0")
-	builds[1].Env = append(os.Environ(), "CGO_ENABLED=1")
+	builds[2].Env = append(os.Environ(), "CGO_ENABLED=1")
 	for _, b := range builds {
 		b.Stdout, b.Stderr = os.Stderr, os.Stderr
 		if err := b.Run(); err != nil {
