@@ -1,13 +1,23 @@
 // The client half of `microbox serve` (internal/server holds the protocol
 // and the server): a `microbox exec` that finds a server hands its run
-// over before the Go runtime starts, and exits with the status the server
-// sends back.
+// over before the C library and the Go runtime start, and exits with the
+// status the server sends back.
 //
-// It runs as an ELF constructor, like the jail's init (nsjail/nsinit), and
-// returns, letting Go start and run exec in-process, whenever it cannot
-// hand the run over: no socket, a server that does not answer or answers
-// "run it yourself", a closed descriptor 0, 1 or 2. Nothing of the run has
-// happened by then, so the fallback is always safe.
+// It is the binary's ELF entry point (mbxentry: client.go's LDFLAGS), so
+// a served exec costs the kernel's exec and this code alone: glibc's
+// static start probes the CPU with cpuid, which a hypervisor traps, and
+// took most of a client's 0.45 ms on the VM in BENCHMARKS.md. Before the C
+// library has started nothing of it may be called (its string functions
+// are not even resolved yet, nor is errno's thread-local storage set up):
+// this code makes system calls and calls itself only, all of it in the
+// section mbx_entry, which client_test.go decodes to hold it to that.
+//
+// It returns to the C library's _start, letting Go start and run exec
+// in-process, whenever it cannot hand the run over: no socket, a server
+// that does not answer or answers "run it yourself", a closed descriptor
+// 0, 1 or 2. Nothing of the run has happened by then, so the fallback is
+// always safe. Then, after the C library's start, the constructor below
+// prepares the in-process run.
 
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -19,13 +29,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mbx1.h"   // the protocol with the server
 #include "nsinit.h" // the jail's init (nsjail/nsinit), for an exec run in-process
+#include "rawsys.h" // system calls without the C library
 
 // What result.ExitSandboxError has too; internal/server/clientc_test.go
 // holds the two equal, and wanted's variables to the server's.
@@ -34,113 +47,137 @@
 // died mid-run (client.go: serverLostEnv).
 #define SERVER_LOST_ENV "_MICROBOX_SERVER_LOST"
 
+// The entry's code: its own section, no stack protector (its canary is
+// thread-local), and no loop turned into a call of memcpy or memset.
+#define EARLY __attribute__((section("mbx_entry"), used, noinline, no_stack_protector, \
+			     optimize("no-tree-loop-distribute-patterns")))
+
+// When an exec's process began, in CLOCK_MONOTONIC nanoseconds: the
+// first moment of the process that --trace reports (client.go); 0 for a
+// start that is not `microbox exec`, which the constructor then leaves be.
+long long microbox_constructor_ns;
+
 // The connection and the signal that came, for the signal handler.
 static int client_sock = -1;
 static volatile sig_atomic_t client_signal;
 
-// On SIGINT, SIGTERM or SIGHUP the client shuts its side of the
-// connection: the server ends the run as an in-process exec would and still
-// reports it, and the client exits with that status.
-static void forward_signal(int sig)
+EARLY static size_t length(const char *s)
 {
-	client_signal = sig;
-	shutdown(client_sock, SHUT_WR);
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
 }
 
-// buf is the request body under construction.
-struct buf {
-	char *p;
-	size_t len, cap;
-	int failed;
-};
-
-static void put(struct buf *b, const void *p, size_t n)
+// starts reports whether e's first n bytes are p's (p holds at least n).
+EARLY static int starts(const char *e, const char *p, size_t n)
 {
-	if (b->failed)
-		return;
-	if (b->len + n > b->cap) {
-		size_t cap = (b->cap + n) * 2;
-		char *q = realloc(b->p, cap);
-		if (!q) {
-			b->failed = 1;
-			return;
-		}
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
+	for (size_t i = 0; i < n; i++)
+		if (e[i] != p[i])
+			return 0;
+	return 1;
 }
 
-static void put_u32(struct buf *b, uint32_t v)
+EARLY static void copy(char *to, const char *from, size_t n)
 {
-	unsigned char le[4] = { v, v >> 8, v >> 16, v >> 24 };
-	put(b, le, 4);
+	for (size_t i = 0; i < n; i++)
+		to[i] = from[i];
 }
 
-static void put_str(struct buf *b, const char *s)
+// variable is NAME's value in envp, or NULL.
+EARLY static const char *variable(char **envp, const char *name)
 {
-	size_t n = strlen(s);
-	put_u32(b, (uint32_t)n);
-	put(b, s, n);
+	size_t n = length(name);
+	for (char **e = envp; *e; e++)
+		if (starts(*e, name, n) && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
 }
 
 // wanted reports whether exec reads the variable e (NAME=value); the
 // server's clientVariables are the same ones.
-static int wanted(const char *e)
+EARLY static int wanted(const char *e)
 {
-	return !strncmp(e, "MICROBOX_", 9) || !strncmp(e, "HOME=", 5) ||
-	       !strncmp(e, "XDG_CACHE_HOME=", 15);
+	return starts(e, "MICROBOX_", 9) || starts(e, "HOME=", 5) || starts(e, "XDG_CACHE_HOME=", 15);
 }
 
-// request builds the body: the working directory, exec's arguments and the
-// variables exec reads.
-static int request(struct buf *b, int argc, char **argv, char **envp)
+// buf is the request body, in a mapping made for its size.
+struct buf {
+	char *p;
+	size_t len;
+};
+
+EARLY static void put_u32(struct buf *b, uint32_t v)
 {
-	char *cwd = getcwd(NULL, 0);
-	if (!cwd)
+	char le[4] = { (char)v, (char)(v >> 8), (char)(v >> 16), (char)(v >> 24) };
+	copy(b->p + b->len, le, 4);
+	b->len += 4;
+}
+
+EARLY static void put_str(struct buf *b, const char *s)
+{
+	size_t n = length(s);
+	put_u32(b, (uint32_t)n);
+	copy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+// request builds the body: the working directory, exec's arguments and
+// the variables exec reads. It measures first, then maps what it needs
+// (b->p), which it fills to the byte: the caller unmaps b->len.
+EARLY static int request(struct buf *b, char *cwd, int argc, char **argv, char **envp)
+{
+	size_t size = 4 + length(cwd) + 4 + 4;
+	for (int i = 1; i < argc; i++)
+		size += 4 + length(argv[i]);
+	uint32_t n = 0;
+	for (char **e = envp; *e; e++)
+		if (wanted(*e)) {
+			size += 4 + length(*e);
+			n++;
+		}
+	long p = sys6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p < 0 && p > -4096)
 		return -1;
+	b->p = (char *)p;
+	b->len = 0;
 	put_str(b, cwd);
-	free(cwd);
 	put_u32(b, (uint32_t)(argc - 1));
 	for (int i = 1; i < argc; i++)
 		put_str(b, argv[i]);
-	uint32_t n = 0;
-	for (char **e = envp; *e; e++)
-		if (wanted(*e))
-			n++;
 	put_u32(b, n);
 	for (char **e = envp; *e; e++)
 		if (wanted(*e))
 			put_str(b, *e);
-	return b->failed ? -1 : 0;
+	return 0;
 }
 
-static int connect_server(const char *path)
+EARLY static int connect_server(const char *path)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	if (strlen(path) >= sizeof addr.sun_path)
+	struct sockaddr_un addr;
+	size_t n = length(path);
+	if (n >= sizeof addr.sun_path)
 		return -1;
-	strcpy(addr.sun_path, path);
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	addr.sun_family = AF_UNIX;
+	copy(addr.sun_path, path, n + 1);
+	int s = (int)sys(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -1;
-	if (connect(s, (struct sockaddr *)&addr, sizeof addr) < 0) {
-		close(s);
+	if (sys(SYS_connect, s, &addr, sizeof addr) < 0) {
+		sys(SYS_close, s, 0, 0);
 		return -1;
 	}
 	return s;
 }
 
 // send_request sends the header with descriptors 0, 1 and 2, then the body.
-static int send_request(int s, const struct buf *b)
+EARLY static int send_request(int s, const struct buf *b)
 {
-	unsigned char header[SERVE_HEADER] = { 0, 0, 0, 0, b->len, b->len >> 8, b->len >> 16, b->len >> 24 };
+	char header[SERVE_HEADER] = { SERVE_MAGIC[0], SERVE_MAGIC[1], SERVE_MAGIC[2], SERVE_MAGIC[3],
+				      (char)b->len, (char)(b->len >> 8), (char)(b->len >> 16), (char)(b->len >> 24) };
 	_Static_assert(sizeof SERVE_MAGIC == 4 + 1, "the magic is 4 bytes");
-	memcpy(header, SERVE_MAGIC, 4);
-	int fds[3] = { 0, 1, 2 };
 	union {
-		char buf[CMSG_SPACE(sizeof fds)];
+		char buf[CMSG_SPACE(3 * sizeof(int))];
 		struct cmsghdr align;
 	} control;
 	struct iovec iov = { .iov_base = header, .iov_len = sizeof header };
@@ -148,19 +185,20 @@ static int send_request(int s, const struct buf *b)
 		.msg_iov = &iov, .msg_iovlen = 1,
 		.msg_control = control.buf, .msg_controllen = sizeof control.buf,
 	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	struct cmsghdr *c = (struct cmsghdr *)control.buf;
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof fds);
-	memcpy(CMSG_DATA(c), fds, sizeof fds);
-	ssize_t n;
-	while ((n = sendmsg(s, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+	c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+	int *fds = (int *)CMSG_DATA(c);
+	fds[0] = 0, fds[1] = 1, fds[2] = 2;
+	long n;
+	while ((n = sys(SYS_sendmsg, s, &msg, MSG_NOSIGNAL)) == -EINTR)
 		;
-	if (n != (ssize_t)sizeof header)
+	if (n != (long)sizeof header)
 		return -1;
 	for (size_t off = 0; off < b->len;) {
-		n = send(s, b->p + off, b->len - off, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
+		n = sys6(SYS_sendto, s, (long)(b->p + off), (long)(b->len - off), MSG_NOSIGNAL, 0, 0);
+		if (n == -EINTR)
 			continue;
 		if (n <= 0)
 			return -1;
@@ -171,13 +209,13 @@ static int send_request(int s, const struct buf *b)
 
 // wait_status reads the server's 4-byte answer; -1 when the server went
 // away first.
-static int64_t wait_status(int s)
+EARLY static int64_t wait_status(int s)
 {
 	unsigned char st[4];
 	size_t got = 0;
 	while (got < sizeof st) {
-		ssize_t n = read(s, st + got, sizeof st - got);
-		if (n < 0 && errno == EINTR)
+		long n = sys(SYS_read, s, st + got, sizeof st - got);
+		if (n == -EINTR)
 			continue;
 		if (n <= 0)
 			return -1;
@@ -186,13 +224,39 @@ static int64_t wait_status(int s)
 	return (int64_t)st[0] | (int64_t)st[1] << 8 | (int64_t)st[2] << 16 | (int64_t)st[3] << 24;
 }
 
-static void set_handlers(void (*h)(int))
+// On SIGINT, SIGTERM or SIGHUP the client shuts its side of the
+// connection: the server ends the run as an in-process exec would and still
+// reports it, and the client exits with that status.
+EARLY static void forward_signal(int sig)
 {
-	struct sigaction sa = { .sa_handler = h };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	client_signal = sig;
+	sys(SYS_shutdown, client_sock, SHUT_WR, 0);
+}
+
+// The kernel's sigaction (not the C library's, whose mask is larger), and
+// the return from a handler that x86_64's needs (SA_RESTORER: the
+// kernel's value, asm/signal.h, which the C library's headers hide).
+#define SA_RESTORER 0x04000000
+struct kernel_sigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
+void microbox_restore_rt(void);
+__asm__(".pushsection mbx_entry,\"ax\",@progbits\n"
+	"microbox_restore_rt:\n"
+	"\tmov $" "15" ", %eax\n" // SYS_rt_sigreturn
+	"\tsyscall\n"
+	".popsection\n");
+_Static_assert(SYS_rt_sigreturn == 15, "x86_64's rt_sigreturn");
+
+EARLY static void set_handlers(void (*h)(int))
+{
+	struct kernel_sigaction sa = { .handler = h, .flags = SA_RESTORER, .restorer = microbox_restore_rt };
+	const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	for (int i = 0; i < 3; i++)
+		sys6(SYS_rt_sigaction, sigs[i], (long)&sa, 0, sizeof sa.mask, 0, 0);
 }
 
 // server_lost reports a server that ended before the run did, as exec
@@ -201,57 +265,112 @@ static void set_handlers(void (*h)(int))
 // of the contract, not two): this binary starts again, told why, and
 // reports instead of running. Nothing is run again: the run may have
 // begun.
-static void server_lost(const char *path, char **argv) __attribute__((noreturn));
-static void server_lost(const char *path, char **argv)
+EARLY __attribute__((noreturn)) static void server_lost(const char *path, char **argv, char **envp)
 {
-	char msg[4096 + 128];
-	snprintf(msg, sizeof msg, "the server at %s ended before the run did; see its log, "
-		 "or set " SOCKET_ENV "= to run without it", path);
-	if (setenv(SERVER_LOST_ENV, msg, 1) == 0)
-		execv("/proc/self/exe", argv);
-	dprintf(2, "microbox: %s\n", msg); // the line, at least
-	_exit(EXIT_SANDBOX_ERROR);
+	static const char name[] = SERVER_LOST_ENV "=", head[] = "the server at ",
+			  tail[] = " ended before the run did; see its log, or set " SOCKET_ENV "= to run without it";
+	char var[sizeof name - 1 + sizeof head - 1 + 108 + sizeof tail];
+	size_t n = 0, p = length(path); // a path the socket took: shorter than sun_path's 108
+	copy(var, name, sizeof name - 1), n += sizeof name - 1;
+	copy(var + n, head, sizeof head - 1), n += sizeof head - 1;
+	copy(var + n, path, p), n += p;
+	copy(var + n, tail, sizeof tail), n += sizeof tail - 1;
+	size_t count = 0;
+	while (envp[count])
+		count++;
+	long env = sys6(SYS_mmap, 0, (long)((count + 2) * sizeof(char *)), PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (env > 0 || env < -4095) {
+		char **e = (char **)env;
+		for (size_t i = 0; i < count; i++)
+			e[i] = envp[i];
+		e[count] = var, e[count + 1] = NULL;
+		sys(SYS_execve, "/proc/self/exe", argv, e);
+	}
+	var[n++] = '\n'; // the line, at least
+	sys(SYS_write, 2, "microbox: ", 10);
+	sys(SYS_write, 2, var + sizeof name - 1, n - (sizeof name - 1));
+	for (;;)
+		sys(SYS_exit_group, EXIT_SANDBOX_ERROR, 0, 0);
 }
 
 // hand_over gives the run to a server and exits with its status, or
 // returns when the run is for this process to do.
-static void hand_over(int argc, char **argv, char **envp)
+EARLY static void hand_over(int argc, char **argv, char **envp)
 {
-	const char *path = getenv(SOCKET_ENV);
+	const char *path = variable(envp, SOCKET_ENV);
 	if (!path)
 		path = DEFAULT_SOCKET;
 	if (!*path)
 		return; // MICROBOX_SOCKET= turns the client off
 	for (int fd = 0; fd < 3; fd++)
-		if (fcntl(fd, F_GETFD) < 0)
+		if (sys(SYS_fcntl, fd, F_GETFD, 0) < 0)
 			return; // nothing to hand over; exec copes in-process
-	struct buf b = { 0 };
-	if (request(&b, argc, argv, envp) < 0) {
-		free(b.p);
+	char cwd[4096];
+	long n = sys(SYS_getcwd, cwd, sizeof cwd, 0);
+	if (n <= 0 || cwd[0] != '/')
+		return; // longer than this, or unreachable: exec copes in-process
+	struct buf b;
+	if (request(&b, cwd, argc, argv, envp) < 0)
 		return;
-	}
+	size_t mapped = b.len;
 	int s = connect_server(path);
 	if (s < 0) {
-		free(b.p);
+		sys(SYS_munmap, b.p, mapped, 0);
 		return;
 	}
 	client_sock = s;
 	set_handlers(forward_signal);
 	int sent = send_request(s, &b);
-	free(b.p);
+	sys(SYS_munmap, b.p, mapped, 0);
 	int64_t st = sent < 0 ? SERVE_FALLBACK : wait_status(s);
 	if (st == SERVE_FALLBACK) {
 		set_handlers(SIG_DFL);
-		close(s);
+		sys(SYS_close, s, 0, 0);
 		client_sock = -1;
-		if (client_signal)
-			raise(client_signal); // the caller asked for an end before any run
-		return;                       // run in-process
+		if (client_signal) // the caller asked for an end before any run
+			sys(SYS_kill, sys(SYS_getpid, 0, 0, 0), client_signal, 0);
+		return; // run in-process
 	}
 	if (st < 0)
-		server_lost(path, argv);
-	_exit((int)st);
+		server_lost(path, argv, envp);
+	for (;;)
+		sys(SYS_exit_group, (int)st, 0, 0);
 }
+
+// microbox_early is what the entry calls, with the stack the kernel set
+// up: argc, then argv, then envp.
+EARLY void microbox_early(long *stack)
+{
+	int argc = (int)stack[0];
+	char **argv = (char **)(stack + 1), **envp = argv + argc + 1;
+	if (argc < 2 || length(argv[1]) != 4 || !starts(argv[1], "exec", 4) ||
+	    variable(envp, microbox_init_env) || variable(envp, SERVER_LOST_ENV))
+		return;
+	struct timespec now;
+	if (sys(SYS_clock_gettime, CLOCK_MONOTONIC, &now, 0) == 0)
+		microbox_constructor_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+	hand_over(argc, argv, envp);
+}
+
+// mbxentry, the ELF entry point: microbox_early on the kernel's stack
+// (16-byte aligned for the call), then the C library's _start with the
+// stack and %rdx (the exit function to register: 0 from the kernel, the
+// dynamic loader's in a dynamic build) as they came, kept in registers
+// the call preserves.
+__asm__(".pushsection mbx_entry,\"ax\",@progbits\n"
+	".globl mbxentry\n"
+	".type mbxentry,@function\n"
+	"mbxentry:\n"
+	"\tmov %rsp, %rbx\n"
+	"\tmov %rdx, %r12\n"
+	"\tmov %rsp, %rdi\n"
+	"\tand $-16, %rsp\n"
+	"\tcall microbox_early\n"
+	"\tmov %rbx, %rsp\n"
+	"\tmov %r12, %rdx\n"
+	"\tjmp _start\n"
+	".popsection\n");
 
 // Go gives itself a processor per CPU its first thread may run on, counted
 // once as it starts. A one-shot exec needs one: its goroutines wait on
@@ -350,18 +469,10 @@ int microbox_catch_interrupts(void)
 	return p[0];
 }
 
-// When an exec's constructor began, in CLOCK_MONOTONIC nanoseconds: the
-// first moment of the process that --trace reports (client.go).
-long long microbox_constructor_ns;
-
 __attribute__((constructor)) static void microbox_client(int argc, char **argv, char **envp)
 {
-	if (argc < 2 || strcmp(argv[1], "exec") != 0 || getenv(microbox_init_env) || getenv(SERVER_LOST_ENV))
-		return;
-	struct timespec now;
-	if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)
-		microbox_constructor_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
-	hand_over(argc, argv, envp);
+	if (!microbox_constructor_ns)
+		return; // not `microbox exec` (microbox_early)
 	// In-process, then: its jail's spawner starts now, while Go does, and
 	// with the caller's CPUs, before Go's start is confined to one.
 	microbox_prestart_spawner(argv);

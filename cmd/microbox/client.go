@@ -1,11 +1,12 @@
 package main
 
 // client.c is the client half of `microbox serve` (internal/server): it
-// runs as an ELF constructor, before the Go runtime, whenever this binary
-// is started as `microbox exec`, and hands the run to a server if one
-// listens.
+// is the binary's entry point, before the C library and the Go runtime
+// start, and whenever this binary is started as `microbox exec` it hands
+// the run to a server if one listens.
 
 // #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter -I${SRCDIR}/../../nsjail/nsinit
+// #cgo LDFLAGS: -Wl,-e,mbxentry
 // void microbox_unpin(void);
 // int microbox_catch_interrupts(void);
 // extern long long microbox_constructor_ns;
@@ -62,7 +63,7 @@ func catchInterrupts() (context.Context, context.CancelFunc, error) {
 }
 
 // processMoments are the process's own moments before its run, for
-// --trace: the exec constructor's start (after the kernel's execve and
+// --trace: the exec's entry (client.c, after the kernel's execve, before
 // libc's start-up) and Go's main. None for a process that did not start
 // as `microbox exec`.
 func processMoments(goMain nsjail.Moment) []nsjail.Moment {

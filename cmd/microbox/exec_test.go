@@ -23,6 +23,7 @@ import (
 	"github.com/microbox/microbox/cgroup"
 	"github.com/microbox/microbox/internal/policy"
 	"github.com/microbox/microbox/nsjail"
+	"github.com/microbox/microbox/nsjail/nsinit"
 	"github.com/microbox/microbox/result"
 )
 
@@ -63,8 +64,16 @@ func TestMain(m *testing.M) {
 	// and `microbox mcp` start the server build from beside microbox.
 	microbox = filepath.Join(dir, "microbox")
 	microboxServer = filepath.Join(dir, "microbox-server")
-	for _, b := range []*exec.Cmd{exec.Command("go", "build", "-o", microbox, "."),
-		exec.Command("go", "build", "-tags", "server", "-o", microboxServer, ".")} {
+	// With the init image when the suite has it (make unit's
+	// microbox_init_image), as make builds them.
+	tags := func(t ...string) string {
+		if nsinit.Image() != nil {
+			t = append(t, "microbox_init_image")
+		}
+		return strings.Join(t, ",")
+	}
+	for _, b := range []*exec.Cmd{exec.Command("go", "build", "-tags", tags(), "-o", microbox, "."),
+		exec.Command("go", "build", "-tags", tags("server"), "-o", microboxServer, ".")} {
 		b.Stderr = os.Stderr
 		if err := b.Run(); err != nil {
 			fmt.Fprintf(os.Stderr, "%v: %v\n", b.Args, err)
@@ -835,8 +844,8 @@ func spawnerFDs(sp int) string {
 }
 
 // --trace lists the run's phases in time order, up to the program's exit;
-// an in-process exec's list opens with the process's own start (its ELF
-// constructor) and Go's main, before the run, at negative times.
+// an in-process exec's list opens with the process's own start (its entry
+// point) and Go's main, before the run, at negative times.
 func TestExecTrace(t *testing.T) {
 	skipInZygoteMode(t, "the trace's phases are a cold jail's set-up")
 	cmd := exec.Command(microbox, "exec", "--json", "--trace", "-c", "print(1)")

@@ -55,9 +55,9 @@ func TestClientCConstants(t *testing.T) {
 	}
 }
 
-// strncmp is one test of wanted: the prefix and the count of bytes it
+// starts is one test of wanted: the prefix and the count of bytes it
 // compares.
-var strncmp = regexp.MustCompile(`strncmp\(e, ("(?:[^"\\]|\\.)*"), (\d+)\)`)
+var starts = regexp.MustCompile(`starts\(e, ("(?:[^"\\]|\\.)*"), (\d+)\)`)
 
 // The client sends the variables the server keeps: client.c's wanted
 // compares NAME= for a name and a bare prefix for a family, and each count
@@ -72,7 +72,7 @@ func TestClientSendsClientVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sent []string
-	for _, m := range strncmp.FindAllStringSubmatch(body, -1) {
+	for _, m := range starts.FindAllStringSubmatch(body, -1) {
 		s, err := strconv.Unquote(m[1])
 		if err != nil {
 			t.Fatalf("%s: %v", m[0], err)

@@ -47,26 +47,12 @@
 #include <sys/syscall.h>
 
 #include "plan.h"
+#include "rawsys.h"
 #include "status.h"
 #include "zygote.h"
 
 #define ZS __attribute__((section("mbx_zspawn"), used, noinline, no_stack_protector, \
 			  optimize("no-tree-loop-distribute-patterns")))
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE long sys6(long n, long a, long b, long c, long d, long e, long f)
-{
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-	long ret;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
-#define sys(n, a, b, c) sys6(n, (long)(a), (long)(b), (long)(c), 0, 0, 0)
 
 static void pid1(struct zspawn *z) __attribute__((noreturn));
 static void resume(struct zspawn *z) __attribute__((noreturn));
