@@ -31,8 +31,11 @@ type Template struct {
 	ctl     *os.File // the control socket, the template's fd 0
 	Version string   // the template's Python, e.g. 3.11.2
 	Born    time.Time
-	log     *capture      // the template's stderr, the start of it
-	cgroups *cgroup.Maker // its children's run groups; nil: none
+	// NotImage says why the children's PID 1 execs microbox's own binary
+	// though the build has the init image (zygoteInit); nil otherwise.
+	NotImage error
+	log      *capture      // the template's stderr, the start of it
+	cgroups  *cgroup.Maker // its children's run groups; nil: none
 
 	mu    sync.Mutex
 	free  []int // uid slots of the template's map no child holds
@@ -129,7 +132,8 @@ func (t *Template) start(sp *Spawner, sh Shape) error {
 	go t.watch()
 	// The template's configuration, with the init its children exec as
 	// their PID 1 (zygoteInit): the template's root need not have it.
-	exe, err := zygoteInit()
+	exe, notImage, err := zygoteInit()
+	t.NotImage = notImage
 	if err != nil {
 		return fmt.Errorf("open the runs' init: %w", err)
 	}

@@ -583,8 +583,8 @@ func TestZygoteInitImage(t *testing.T) {
 	want, _ := os.Executable()
 	if nsinit.Image() != nil {
 		want = "/memfd:microbox-init (deleted)"
-		if initImage.why != nil {
-			t.Errorf("the build has the init image, but: %v", initImage.why)
+		if tmpl.NotImage != nil {
+			t.Errorf("the build has the init image, but: %v", tmpl.NotImage)
 		}
 	}
 	if exe != want {
@@ -593,8 +593,9 @@ func TestZygoteInitImage(t *testing.T) {
 	if r := Settle(c.Run(context.Background(), s)); r.Status != result.StatusOK || r.Stdout != "1\n" {
 		t.Errorf("the run: %s %q %s", r.Status, r.Stdout, deref(r.Error))
 	}
-	// The image is sealed: whoever holds it (the template does) cannot change it.
-	f, err := zygoteInit()
+	// The image is sealed and read-only: whoever holds it (the template
+	// does) can change neither its bytes nor its mode.
+	f, _, err := zygoteInit()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,6 +603,21 @@ func TestZygoteInitImage(t *testing.T) {
 	if nsinit.Image() != nil {
 		if _, err := f.WriteAt([]byte{0}, 0); err == nil {
 			t.Error("the init image took a write")
+		}
+		if err := f.Truncate(0); err == nil {
+			t.Error("the init image took a truncation")
+		}
+		if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o555 {
+			t.Errorf("the init image's mode: %v %v", fi.Mode(), err)
+		}
+		seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0)
+		if err != nil || seals&unix.F_SEAL_SEAL == 0 {
+			t.Errorf("the init image's seals: %#x %v", seals, err)
+		}
+		if seals&unix.F_SEAL_EXEC != 0 { // Linux 6.3 on: its exec bits stay
+			if err := f.Chmod(0o444); err == nil {
+				t.Error("the init image took a chmod of its exec bits")
+			}
 		}
 	}
 }

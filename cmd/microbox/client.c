@@ -53,9 +53,10 @@
 			     optimize("no-tree-loop-distribute-patterns")))
 
 // When an exec's process began, in CLOCK_MONOTONIC nanoseconds: the
-// first moment of the process that --trace reports (client.go); 0 for a
-// start that is not `microbox exec`, which the constructor then leaves be.
+// first moment of the process that --trace reports (client.go).
 long long microbox_constructor_ns;
+// Whether this start is `microbox exec`'s: the constructor leaves others be.
+static int exec_start;
 
 // The connection and the signal that came, for the signal handler.
 static int client_sock = -1;
@@ -347,6 +348,7 @@ EARLY void microbox_early(long *stack)
 	if (argc < 2 || length(argv[1]) != 4 || !starts(argv[1], "exec", 4) ||
 	    variable(envp, microbox_init_env) || variable(envp, SERVER_LOST_ENV))
 		return;
+	exec_start = 1;
 	struct timespec now;
 	if (sys(SYS_clock_gettime, CLOCK_MONOTONIC, &now, 0) == 0)
 		microbox_constructor_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
@@ -471,7 +473,7 @@ int microbox_catch_interrupts(void)
 
 __attribute__((constructor)) static void microbox_client(int argc, char **argv, char **envp)
 {
-	if (!microbox_constructor_ns)
+	if (!exec_start)
 		return; // not `microbox exec` (microbox_early)
 	// In-process, then: its jail's spawner starts now, while Go does, and
 	// with the caller's CPUs, before Go's start is confined to one.

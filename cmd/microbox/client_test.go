@@ -105,9 +105,12 @@ func TestClientRunsBeforeLibc(t *testing.T) {
 				case to < start || to >= end:
 					t.Errorf("at %#x: %v reaches %#x, outside mbx_entry", start+pc, inst, to)
 				}
-			case x86asm.Mem: // data anywhere; code only through a call or jump above
+			case x86asm.Mem: // data anywhere but thread-local; code only through a call or jump above
 				if inst.Op == x86asm.CALL || inst.Op == x86asm.JMP {
 					t.Errorf("at %#x: %v: an indirect call or jump", start+pc, inst)
+				}
+				if a.Segment == x86asm.FS || a.Segment == x86asm.GS {
+					t.Errorf("at %#x: %v: thread-local storage, not set up before the C library's start", start+pc, inst)
 				}
 			case x86asm.Reg:
 				if inst.Op == x86asm.CALL || inst.Op == x86asm.JMP {

@@ -192,6 +192,9 @@ func (p *TemplatePool) template(key nsjail.ZygoteKey, s *nsjail.Spec) (*template
 		p.evict()
 		p.mu.Unlock()
 		tm.t, tm.err = p.sp.StartTemplate(key, s)
+		if tm.err == nil && tm.t.NotImage != nil { // slower, not less safe: said, not failed
+			p.cfg.Log("a template's runs exec microbox's own binary as their init: %v", tm.t.NotImage)
+		}
 		p.mu.Lock()
 		p.stats.Started++
 		if tm.err != nil {
