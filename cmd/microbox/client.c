@@ -252,12 +252,35 @@ __asm__(".pushsection mbx_entry,\"ax\",@progbits\n"
 	".popsection\n");
 _Static_assert(SYS_rt_sigreturn == 15, "x86_64's rt_sigreturn");
 
-EARLY static void set_handlers(void (*h)(int))
+// The signals that end a run, and their actions as the caller left them
+// (microbox_early reads them before anything changes them, Go's runtime
+// included): one the caller ignores (nohup's SIGHUP, a background job's
+// SIGINT) stays ignored, served (catch_signals) and in-process
+// (microbox_catch_interrupts) alike, as in any process that keeps an
+// inherited SIG_IGN.
+static const int run_signals[3] = { SIGINT, SIGTERM, SIGHUP };
+static struct kernel_sigaction caller_actions[3];
+
+EARLY static void read_caller_actions(void)
 {
-	struct kernel_sigaction sa = { .handler = h, .flags = SA_RESTORER, .restorer = microbox_restore_rt };
-	const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	for (int i = 0; i < 3; i++)
-		sys6(SYS_rt_sigaction, sigs[i], (long)&sa, 0, sizeof sa.mask, 0, 0);
+		sys6(SYS_rt_sigaction, run_signals[i], 0, (long)&caller_actions[i], sizeof caller_actions[i].mask, 0, 0);
+}
+
+// catch_signals has forward_signal take the run's signals the caller does
+// not ignore; restore_signals puts the caller's actions back.
+EARLY static void catch_signals(void)
+{
+	struct kernel_sigaction sa = { .handler = forward_signal, .flags = SA_RESTORER, .restorer = microbox_restore_rt };
+	for (int i = 0; i < 3; i++)
+		if (caller_actions[i].handler != SIG_IGN)
+			sys6(SYS_rt_sigaction, run_signals[i], (long)&sa, 0, sizeof sa.mask, 0, 0);
+}
+
+EARLY static void restore_signals(void)
+{
+	for (int i = 0; i < 3; i++)
+		sys6(SYS_rt_sigaction, run_signals[i], (long)&caller_actions[i], 0, sizeof caller_actions[i].mask, 0, 0);
 }
 
 // server_lost reports a server that ended before the run did, as exec
@@ -321,12 +344,12 @@ EARLY static void hand_over(int argc, char **argv, char **envp)
 		return;
 	}
 	client_sock = s;
-	set_handlers(forward_signal);
+	catch_signals();
 	int sent = send_request(s, &b);
 	sys(SYS_munmap, b.p, mapped, 0);
 	int64_t st = sent < 0 ? SERVE_FALLBACK : wait_status(s);
 	if (st == SERVE_FALLBACK) {
-		set_handlers(SIG_DFL);
+		restore_signals();
 		sys(SYS_close, s, 0, 0);
 		client_sock = -1;
 		if (client_signal) // the caller asked for an end before any run
@@ -345,6 +368,7 @@ EARLY void microbox_early(long *stack)
 {
 	int argc = (int)stack[0];
 	char **argv = (char **)(stack + 1), **envp = argv + argc + 1;
+	read_caller_actions();
 	if (argc < 2 || length(argv[1]) != 4 || !starts(argv[1], "exec", 4) ||
 	    variable(envp, microbox_init_env) || variable(envp, SERVER_LOST_ENV))
 		return;
@@ -454,10 +478,15 @@ int microbox_catch_interrupts(void)
 	sa.sa_handler = on_interrupt;
 	sa.sa_flags = SA_ONSTACK | SA_RESTART;
 	sigfillset(&sa.sa_mask);
-	const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	// A signal the caller ignores stays ignored (caller_actions): Go's
+	// runtime keeps SIGINT's and SIGHUP's SIG_IGN but not SIGTERM's.
+	struct sigaction ignore;
+	memset(&ignore, 0, sizeof ignore);
+	ignore.sa_handler = SIG_IGN;
+	const int *sigs = run_signals;
 	struct sigaction old[3];
 	for (size_t i = 0; i < 3; i++) {
-		if (sigaction(sigs[i], &sa, &old[i]) < 0) {
+		if (sigaction(sigs[i], caller_actions[i].handler == SIG_IGN ? &ignore : &sa, &old[i]) < 0) {
 			int err = errno;
 			while (i-- > 0) // Go's handlers back, for os/signal to use
 				sigaction(sigs[i], &old[i], NULL);

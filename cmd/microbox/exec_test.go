@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -939,6 +940,31 @@ func TestExecInterrupted(t *testing.T) {
 				t.Errorf("cgroups left behind: %v", left)
 			}
 		})
+	}
+}
+
+// A signal microbox's caller ignores (nohup's SIGHUP, a shell's trap "")
+// does not end the run, in-process or through a server's client (the
+// suite's second pass): microbox keeps an inherited SIG_IGN, as any
+// process that does not ask for the signal does.
+func TestExecKeepsIgnoredSignals(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP TERM; exec "$@"`, "sh", microbox, "exec", "--timeout", "60s",
+		"-c", "import time; print('ready', flush=True); time.sleep(1); print('done')")
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make([]byte, 6)
+	if _, err := io.ReadFull(stdout, ready); err != nil || string(ready) != "ready\n" {
+		t.Fatalf("the program's first line %q: %v; stderr %s", ready, err, stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	cmd.Process.Signal(syscall.SIGTERM)
+	rest, _ := io.ReadAll(stdout)
+	if err := cmd.Wait(); err != nil || string(rest) != "done\n" {
+		t.Errorf("after the ignored SIGHUP and SIGTERM: %v, stdout %q, stderr %s", err, rest, stderr.String())
 	}
 }
 

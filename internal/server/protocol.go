@@ -216,8 +216,12 @@ func (r *Request) decode(conn io.Reader, header []byte) error {
 	r.Args = d.list()
 	r.Env = map[string]string{}
 	for _, e := range d.list() {
+		// A name twice: its first value, which getenv reads, and so
+		// the same exec in-process.
 		if k, v, ok := strings.Cut(e, "="); ok && clientVariable(k) {
-			r.Env[k] = v
+			if _, twice := r.Env[k]; !twice {
+				r.Env[k] = v
+			}
 		}
 	}
 	switch {

@@ -32,7 +32,7 @@ func encode(magic, cwd string, args, env []string) (header, body []byte) {
 
 func TestDecodeRequest(t *testing.T) {
 	header, body := encode(magic, "/home/u", []string{"exec", "-c", "print(1)"},
-		[]string{"MICROBOX_AUDIT_LOG=a.jsonl", "HOME=/home/u", "PATH=/bin", "HOMEDIR=/x", "MICROBOX_", "XDG_CACHE_HOME=/c"})
+		[]string{"MICROBOX_AUDIT_LOG=a.jsonl", "HOME=/home/u", "PATH=/bin", "HOMEDIR=/x", "MICROBOX_", "XDG_CACHE_HOME=/c", "HOME=/second"})
 	var r Request
 	if err := r.decode(bytes.NewReader(body), header); err != nil {
 		t.Fatal(err)
@@ -40,6 +40,7 @@ func TestDecodeRequest(t *testing.T) {
 	if r.Dir != "/home/u" || strings.Join(r.Args, " ") != "exec -c print(1)" {
 		t.Errorf("dir %q args %q", r.Dir, r.Args)
 	}
+	// HOME twice: the first, as getenv in an in-process exec.
 	want := map[string]string{"MICROBOX_AUDIT_LOG": "a.jsonl", "HOME": "/home/u", "XDG_CACHE_HOME": "/c"}
 	if len(r.Env) != len(want) {
 		t.Errorf("env %q, want only exec's variables %q", r.Env, want)
