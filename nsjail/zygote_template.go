@@ -211,11 +211,16 @@ func (t *Template) Err() error {
 // endedUnder reports whether the template has ended, for a run that ended
 // without its status: a template's jail takes its runs with it as it
 // ends, and is seen gone a moment after them.
-func (t *Template) endedUnder() bool {
+func (t *Template) endedUnder() bool { return t.EndedWithin(time.Second) }
+
+// EndedWithin reports whether the template has ended, or does within d:
+// a fork that failed as its template died (a broken connection) comes a
+// moment before the template's end is seen.
+func (t *Template) EndedWithin(d time.Duration) bool {
 	select {
 	case <-t.gone:
 		return true
-	case <-time.After(time.Second):
+	case <-time.After(d):
 		return false
 	}
 }

@@ -140,6 +140,13 @@ func (p *TemplatePool) Run(ctx context.Context, s *nsjail.Spec) (*result.Result,
 	if err == nil {
 		c, err = p.child(ctx, tm)
 	}
+	if err != nil && tm != nil && tm.t != nil && ctx.Err() == nil && tm.t.EndedWithin(templateSeenGone) {
+		// Its template died before the child was forked: nothing of the
+		// run was sent, and a new template of the key takes it, once.
+		if tm, err = p.template(key, s); err == nil {
+			c, err = p.child(ctx, tm)
+		}
+	}
 	if err != nil {
 		if s.Zygote != nil && s.Zygote.Fallback {
 			return p.cold(ctx, s)
@@ -164,6 +171,11 @@ func (p *TemplatePool) cold(ctx context.Context, s *nsjail.Spec) (*result.Result
 	p.mu.Unlock()
 	return p.sp.RunEarly(ctx, s)
 }
+
+// templateSeenGone bounds the wait, after a fork failed, for its
+// template's end to be seen (Run): a fork that failed for another reason
+// waits that much longer for its error.
+const templateSeenGone = 200 * time.Millisecond
 
 // failed is the result of a run no template could take, err saying why.
 func failed(s *nsjail.Spec, err error) (*result.Result, nsjail.Teardown) {

@@ -140,6 +140,25 @@ func TestPoolReplacesDeadTemplate(t *testing.T) {
 	}
 }
 
+// A run whose template died before its child was forked (nothing of the
+// run sent yet) forks from a new template of its key, not a
+// sandbox_error: killed, then run at once, before or after the pool has
+// seen the death, it runs. (With children forked ahead, one may be taken
+// in that moment and die under its run: TestPoolReplacesDeadTemplate.)
+func TestPoolForkOutlivesDeadTemplate(t *testing.T) {
+	p := newPool(t, Config{Ahead: 0})
+	s := spec(t, "print(6 * 7)", nil)
+	for i := range 5 {
+		if r := run(t, p, s); r.Status != result.StatusOK || r.Start != "zygote" || r.Stdout != "42\n" {
+			t.Fatalf("run %d: %s start %q %q %s", i, r.Status, r.Start, r.Stdout, deref(r.Error))
+		}
+		syscall.Kill(p.Stats().Pids[0], syscall.SIGKILL)
+	}
+	if st := p.Stats(); st.Started != 5 {
+		t.Errorf("stats %+v, want 5 templates started", st)
+	}
+}
+
 // A preload that fails is the run's error, naming the module, and no run
 // of its key starts cold in its place.
 func TestPoolPreloadFails(t *testing.T) {
