@@ -58,9 +58,10 @@ long long microbox_constructor_ns;
 // Whether this start is `microbox exec`'s: the constructor leaves others be.
 static int exec_start;
 
-// The connection and the signal that came, for the signal handler.
+// The connection, and the signal that came and how many, for the signal
+// handler.
 static int client_sock = -1;
-static volatile sig_atomic_t client_signal;
+static volatile sig_atomic_t client_signal, client_signals;
 
 EARLY static size_t length(const char *s)
 {
@@ -209,13 +210,17 @@ EARLY static int send_request(int s, const struct buf *b)
 }
 
 // wait_status reads the server's 4-byte answer; -1 when the server went
-// away first.
+// away first, -2 when the caller's second signal came before it: the
+// first asked the server to end the run, and one that does not answer
+// (stopped, or stalled) must not keep its caller for ever.
 EARLY static int64_t wait_status(int s)
 {
 	unsigned char st[4];
 	size_t got = 0;
 	while (got < sizeof st) {
 		long n = sys(SYS_read, s, st + got, sizeof st - got);
+		if (n == -EINTR && client_signals >= 2)
+			return -2;
 		if (n == -EINTR)
 			continue;
 		if (n <= 0)
@@ -231,6 +236,7 @@ EARLY static int64_t wait_status(int s)
 EARLY static void forward_signal(int sig)
 {
 	client_signal = sig;
+	client_signals++;
 	sys(SYS_shutdown, client_sock, SHUT_WR, 0);
 }
 
@@ -283,21 +289,28 @@ EARLY static void restore_signals(void)
 		sys6(SYS_rt_sigaction, run_signals[i], (long)&caller_actions[i], 0, sizeof caller_actions[i].mask, 0, 0);
 }
 
-// server_lost reports a server that ended before the run did, as exec
-// reports any failure before a result: one line on stderr and, with
-// --json, a sandbox_error result on stdout, which Go writes (one encoder
-// of the contract, not two): this binary starts again, told why, and
-// reports instead of running. Nothing is run again: the run may have
-// begun.
-EARLY __attribute__((noreturn)) static void server_lost(const char *path, char **argv, char **envp)
+// server_lost reports a server that ended before the run did (unanswered
+// 0), or did not answer the caller's second signal (1), as exec reports
+// any failure before a result: one line on stderr and, with --json, a
+// sandbox_error result on stdout, which Go writes (one encoder of the
+// contract, not two): this binary starts again, told why, and reports
+// instead of running. Nothing is run again: the run may have begun.
+EARLY __attribute__((noreturn)) static void server_lost(const char *path, int unanswered, char **argv, char **envp)
 {
 	static const char name[] = SERVER_LOST_ENV "=", head[] = "the server at ",
-			  tail[] = " ended before the run did; see its log, or set " SOCKET_ENV "= to run without it";
-	char var[sizeof name - 1 + sizeof head - 1 + 108 + sizeof tail];
+			  ended[] = " ended before the run did",
+			  silent[] = " did not answer the caller's signals (a second one ends the wait; the run ends when the server goes on)",
+			  tail[] = "; see its log, or set " SOCKET_ENV "= to run without it";
+	char var[sizeof name + sizeof head + 108 + sizeof silent + sizeof tail];
+	_Static_assert(sizeof silent > sizeof ended, "var holds either");
 	size_t n = 0, p = length(path); // a path the socket took: shorter than sun_path's 108
 	copy(var, name, sizeof name - 1), n += sizeof name - 1;
 	copy(var + n, head, sizeof head - 1), n += sizeof head - 1;
 	copy(var + n, path, p), n += p;
+	if (unanswered)
+		copy(var + n, silent, sizeof silent - 1), n += sizeof silent - 1;
+	else
+		copy(var + n, ended, sizeof ended - 1), n += sizeof ended - 1;
 	copy(var + n, tail, sizeof tail), n += sizeof tail - 1;
 	size_t count = 0;
 	while (envp[count])
@@ -357,7 +370,7 @@ EARLY static void hand_over(int argc, char **argv, char **envp)
 		return; // run in-process
 	}
 	if (st < 0)
-		server_lost(path, argv, envp);
+		server_lost(path, st == -2, argv, envp);
 	for (;;)
 		sys(SYS_exit_group, (int)st, 0, 0);
 }

@@ -418,6 +418,54 @@ func TestServerKilledMidRun(t *testing.T) {
 	stopServer(srv2)
 }
 
+// A stalled server (stopped here) does not keep its client for ever: the
+// caller's first signal asks the server to end the run, and a second one
+// ends the wait, with a sandbox_error that says so. The run ends once the
+// server goes on and finds its client gone.
+func TestServeStalledClientEndsOnSecondSignal(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "s", "exec.sock")
+	srv, err := launchServer(socket, io.Discard, "--warm", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopServer(srv)
+	cmd := exec.Command(microbox, "exec", "--timeout", "60s", "-c", sleeperCode)
+	cmd.Env = append(os.Environ(), socketEnv+"="+socket)
+	// A file, not a pipe: the stopped server's jail holds the client's
+	// descriptors, and Wait would wait for a pipe's end.
+	stderrFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderrFile.Close()
+	cmd.Stderr = stderrFile
+	stderr := func() string { b, _ := os.ReadFile(stderrFile.Name()); return string(b) }
+	startSleeper(t, cmd)
+	srv.Process.Signal(syscall.SIGSTOP)
+	cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err = <-waited:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-waited
+		srv.Process.Signal(syscall.SIGCONT)
+		t.Fatalf("the client still waited for its stopped server 10 s after a second SIGINT; stderr %s", stderr())
+	}
+	srv.Process.Signal(syscall.SIGCONT)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != result.ExitSandboxError || !strings.Contains(stderr(), "did not answer") {
+		t.Errorf("client ended with %v, stderr %q; want exit %d saying the server did not answer", err, stderr(), result.ExitSandboxError)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(jailPids(t, srv.Process.Pid)) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run outlived its client once the server went on")
+		}
+	}
+}
+
 // A client that connects and sends nothing does not keep SIGTERM from
 // stopping the server.
 func TestServeStopsWithIdleClient(t *testing.T) {
