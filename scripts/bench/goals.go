@@ -36,6 +36,7 @@ func renderGoals(b *strings.Builder, rep *report) {
 		fmt.Fprintf(b, "| served exec (jails ahead) at most +2 ms median over python | %+.2f ms | %s |\n", sv.OverMedian, yes(sv.OverMedian <= 2))
 		fmt.Fprintf(b, "| served exec (jails ahead) at most +5 ms p99 over python | %+.2f ms | %s |\n", sv.OverP99, yes(sv.OverP99 <= 5))
 	}
+	renderFloor(b, rows)
 	b.WriteString("\n")
 }
 

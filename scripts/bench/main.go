@@ -14,7 +14,10 @@
 // before/after; -baseline-rev REV builds that binary from a git revision
 // (main, HEAD~1) in a temporary worktree first. A goals table states issue
 // 34's goals as same-run ratios: the in-process overhead against bwrap's,
-// the served overhead's median and p99.
+// the served overhead's median and p99. Two floors, programs that only
+// print 1, are timed beside them (-floors): a static C one and a static
+// cgo Go one linked as microbox is; their gap is what Go's runtime costs
+// a one-shot exec before its main runs, which bwrap, in C, does not pay.
 //
 // microbox is timed three ways: in-process (MICROBOX_SOCKET= , the Go
 // supervisor starts with every run), through a `microbox serve --warm 0`
@@ -76,7 +79,7 @@ type config struct {
 	microbox, python, out, jsonOut     string
 	baseline, baselineRev              string
 	timeout, gap                       time.Duration
-	quick, serve                       bool
+	quick, serve, floors               bool
 }
 
 func main() { os.Exit(bench()) }
@@ -136,6 +139,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&cfg.gap, "gap", 0, "idle time before each serial run (0: back to back), as a caller that does other work between runs")
 	fs.BoolVar(&cfg.quick, "quick", false, "small counts for a smoke run (explicit flags still win)")
 	fs.BoolVar(&cfg.serve, "serve", true, "also time microbox exec through microbox serve (servers started for the bench)")
+	fs.BoolVar(&cfg.floors, "floors", true, "also time two programs that only print 1, a static C one and a static cgo Go one linked as microbox is (c-floor, go-floor): Go's runtime start is their gap")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -235,6 +239,11 @@ func run(cfg *config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.floors {
+		floors, remove := buildFloors()
+		defer remove()
+		vs = append(vs, floors...)
+	}
 	rep.Variants = vs
 	live := probe(vs, cfg.timeout)
 	if len(live) < 2 || live[0].Name != "python" || live[1].Name != "microbox" {
@@ -246,11 +255,13 @@ func run(cfg *config) (*report, error) {
 		return nil, errors.New("bare python and microbox must both work")
 	}
 	rep.Serial = measureSerial(cfg, live, rep)
+	// The floors are for the serial rows' comparison only.
+	sandboxes := slices.DeleteFunc(slices.Clone(live), isFloor)
 	for _, w := range cfg.parallel {
-		rep.Parallel = append(rep.Parallel, measureParallel(cfg, live, w, rep))
+		rep.Parallel = append(rep.Parallel, measureParallel(cfg, sandboxes, w, rep))
 	}
 	for _, w := range cfg.parallel {
-		rep.Alone = append(rep.Alone, measureAlone(cfg, live, w, rep, serverPids))
+		rep.Alone = append(rep.Alone, measureAlone(cfg, sandboxes, w, rep, serverPids))
 	}
 	rep.Memory = measureMemory(cfg, rep)
 	rep.Trace = measureTrace(cfg, rep)
