@@ -449,14 +449,21 @@ def run_main(spec):
         time.tzset()  # time.tzname and the rest, from the run's TZ
     if "tempfile" in sys.modules:  # its directory, from the run's TMPDIR
         sys.modules["tempfile"].tempdir = None
+    # __main__ as the interpreter makes it: __annotations__ and
+    # __builtins__ after the module's own keys, and the loader it sets,
+    # the source file's or the built-in importer for -c.
     main = types.ModuleType("__main__")
-    main.__dict__.update({"__builtins__": __builtins__, "__spec__": None, "__loader__": None})
+    d = main.__dict__
+    d["__annotations__"] = {}
+    d["__builtins__"] = __builtins__
     path, code = spec["file"], spec["code"]
     if path:
-        main.__file__ = path
-        main.__cached__ = None
+        d["__loader__"] = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
+        d["__file__"] = path
+        d["__cached__"] = None
         name = path
     else:
+        d["__loader__"] = sys.modules["_frozen_importlib"].BuiltinImporter
         name = "<string>"
     if not sys.flags.safe_path:  # -I or -P: no program's directory in the path
         sys.path[0] = os.path.dirname(path) if path else ""
@@ -473,26 +480,38 @@ def run_main(spec):
             except OSError as e:  # as python3 FILE says it
                 print("%s: can't open file %r: [Errno %d] %s" % (sys.orig_argv[0], path, e.errno, e.strerror),
                       file=sys.stderr)
-                finish()
-                os._exit(2)
+                os._exit(finish(2))
         code = compile(code, name, "exec")
         del spec
         exec(code, main.__dict__)
     except SystemExit as e:
         status = exit_status(e)
-    except KeyboardInterrupt:
-        finish()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
     except BaseException as e:
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename == BOOTSTRAP:
-            tb = tb.tb_next
-        e.__traceback__ = tb
-        sys.excepthook(type(e), e, tb)
+        print_exception(e)
         status = 1
-    finish()
-    os._exit(status)
+        if isinstance(e, KeyboardInterrupt):
+            # python3 ends by SIGINT after an uncaught KeyboardInterrupt's
+            # traceback and its finalization (a shell must see the ^C),
+            # or with 130 if the signal does not end it.
+            del e
+            finish()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+            os._exit(128 + signal.SIGINT)
+    os._exit(finish(status))
+
+
+def print_exception(e):
+    # As the interpreter reports an uncaught exception: sys.last_* set,
+    # then sys.excepthook, with the traceback from the program's frames.
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == BOOTSTRAP:
+        tb = tb.tb_next
+    e.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = e
+    sys.excepthook(type(e), e, tb)
 
 
 def exit_status(e):
@@ -505,10 +524,13 @@ def exit_status(e):
     return 1
 
 
-def finish():
+def finish(status=0):
     # What the interpreter does on its way out that os._exit skips: wait
     # for non-daemon threads (as it does, only if threading was imported),
-    # run atexit handlers, flush the streams.
+    # run atexit handlers, flush the streams; returns the exit status,
+    # which is 120 when a stream would not flush, as Py_FinalizeEx's
+    # failure makes it (stdout's error reported as unraisable, stderr's
+    # not: it has nowhere to go).
     threading = sys.modules.get("threading")
     try:
         if threading is not None:
@@ -517,10 +539,47 @@ def finish():
         pass
     atexit._run_exitfuncs()
     for f in (sys.stdout, sys.stderr):
+        if f is None or closed(f):
+            continue
         try:
             f.flush()
-        except BaseException:
-            pass
+        except BaseException as e:
+            if f is sys.stdout:
+                unraisable(e, f)
+            status = 120
+    return status
+
+
+def closed(f):
+    # As the interpreter asks: a stream whose "closed" cannot be read is
+    # flushed.
+    try:
+        return bool(f.closed)
+    except BaseException:
+        return False
+
+
+def unraisable(e, obj):
+    # sys.unraisablehook(args), as PyErr_WriteUnraisable(obj) calls it:
+    # the traceback from the callee's frames (the flush was called from C
+    # there), no message of its own. The args' type is not importable: the
+    # interpreter makes one for a __del__ that raises.
+    tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
+    got = []
+    hook, sys.unraisablehook = sys.unraisablehook, got.append
+
+    class Raises:
+        def __del__(self):
+            raise RuntimeError
+
+    try:
+        Raises()
+    finally:
+        sys.unraisablehook = hook
+    try:
+        hook(type(got[0])((type(e), e, tb, None, obj)))
+    except BaseException:
+        pass
 
 
 def reseed():

@@ -168,6 +168,46 @@ func TestZygoteDifferential(t *testing.T) {
 			}
 		}
 	})
+	t.Run("endings", func(t *testing.T) {
+		// How a program ends, as python3 ends it: the status, the
+		// streams to the byte (tracebacks included), the exit status
+		// 120 of a stream that would not flush, the death by SIGINT
+		// after an uncaught KeyboardInterrupt's traceback, and
+		// __main__ as the interpreter makes it.
+		for _, code := range []string{
+			"raise KeyboardInterrupt",
+			"import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)",
+			"import atexit\natexit.register(lambda: print('bye'))\nraise KeyboardInterrupt('stop') from None",
+			"import signal, os\nsignal.signal(signal.SIGINT, lambda *a: print('caught'))\nos.kill(os.getpid(), signal.SIGINT)\nprint('after')",
+			"def f():\n    raise ValueError('a') from KeyError('b')\nf()",
+			"import sys; sys.exit('bye')",
+			"import sys; sys.exit(-1)",
+			"import sys; print('no newline', end=''); sys.exit(3)",
+			"import os; os.close(1); print('x')",
+			"import os; os.close(1); print('x'); raise SystemExit(4)",
+			"import os; os.close(2); raise ValueError('z')",
+			"import os, sys\nsys.unraisablehook = lambda u: print(type(u).__name__, u.exc_type.__name__, u.object is sys.stdout, u.err_msg, u.exc_traceback, file=sys.stderr)\nos.close(1)\nprint('x')",
+			"import sys\nsys.excepthook = lambda *a: print('hook', a[0].__name__, file=sys.stderr)\n1/0",
+			"import atexit, sys\natexit.register(lambda: print(type(sys.last_value).__name__, sys.last_traceback is not None, file=sys.stderr))\n1/0",
+			"print([(k, type(v).__name__) for k, v in globals().items()], __loader__)",
+		} {
+			cold, forked := coldExec(t, "-c", code), forkedExec(t, socket, "-c", code)
+			if forked.Status != cold.Status || !reflect.DeepEqual(forked.ExitCode, cold.ExitCode) || !reflect.DeepEqual(forked.Signal, cold.Signal) ||
+				forked.Stdout != cold.Stdout || forked.Stderr != cold.Stderr {
+				t.Errorf("%q:\nforked %s exit %v signal %v stdout %q stderr %q\ncold   %s exit %v signal %v stdout %q stderr %q", code,
+					forked.Status, deref(forked.ExitCode), deref(forked.Signal), forked.Stdout, forked.Stderr,
+					cold.Status, deref(cold.ExitCode), deref(cold.Signal), cold.Stdout, cold.Stderr)
+			}
+		}
+		// A file's __main__ has the source file's loader.
+		prog := filepath.Join(t.TempDir(), "prog.py")
+		if err := os.WriteFile(prog, []byte("print(type(__loader__).__name__, __loader__.name, __file__ == __loader__.path, list(globals()))\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if cold, forked := coldExec(t, prog), forkedExec(t, socket, prog); forked.Stdout != cold.Stdout || cold.Status != result.StatusOK {
+			t.Errorf("a file's __main__: forked %q, cold %q (%s)", forked.Stdout, cold.Stdout, cold.Describe())
+		}
+	})
 	t.Run("limits at their edges", func(t *testing.T) {
 		big := filepath.Join(t.TempDir(), "big")
 		if err := os.WriteFile(big, make([]byte, 12<<20), 0o644); err != nil {
