@@ -51,6 +51,7 @@ MAX_JOIN = 8  # a run's v1 cgroup tasks files, one per hierarchy (nsjail/zygote_
 EXIT_SANDBOX_ERROR = 125
 
 BOOTSTRAP = os.path.abspath(__file__)
+template_modules = frozenset()  # the template's, once its preloads are in (template)
 libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
@@ -99,6 +100,8 @@ def template():
     # import machinery's objects, writing their pages.)
     compile("x = 1", "<warm>", "exec")
     rules = prepare(cfg, init_binary)
+    global template_modules  # what a run's finalization leaves alone (finish)
+    template_modules = frozenset(sys.modules)
     gc.collect()
     gc.freeze()
     huge_pages()
@@ -471,7 +474,7 @@ def run_main(spec):
     sys.argv = spec["argv"]
     sys.orig_argv = spec["orig_argv"]
     reseed()
-    status = 0
+    status, interrupted = 0, False
     try:
         if code is None:
             try:
@@ -483,22 +486,22 @@ def run_main(spec):
                 os._exit(finish(2))
         code = compile(code, name, "exec")
         del spec
-        exec(code, main.__dict__)
+        exec(code, d)
     except SystemExit as e:
         status = exit_status(e)
     except BaseException as e:
         print_exception(e)
-        status = 1
-        if isinstance(e, KeyboardInterrupt):
-            # python3 ends by SIGINT after an uncaught KeyboardInterrupt's
-            # traceback and its finalization (a shell must see the ^C),
-            # or with 130 if the signal does not end it.
-            del e
-            finish()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-            os._exit(128 + signal.SIGINT)
-    os._exit(finish(status))
+        status, interrupted = 1, isinstance(e, KeyboardInterrupt)
+    del main, d  # for finish to free what only the program's globals hold
+    status = finish(status)
+    if interrupted:
+        # python3 ends by SIGINT after an uncaught KeyboardInterrupt's
+        # traceback and its finalization (a shell must see the ^C), or
+        # with 130 if the signal does not end it.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        status = 128 + signal.SIGINT
+    os._exit(status)
 
 
 def print_exception(e):
@@ -525,12 +528,10 @@ def exit_status(e):
 
 
 def finish(status=0):
-    # What the interpreter does on its way out that os._exit skips: wait
-    # for non-daemon threads (as it does, only if threading was imported),
-    # run atexit handlers, flush the streams; returns the exit status,
-    # which is 120 when a stream would not flush, as Py_FinalizeEx's
-    # failure makes it (stdout's error reported as unraisable, stderr's
-    # not: it has nowhere to go).
+    # What Py_FinalizeEx does that os._exit skips, in its order, and the
+    # exit status it leaves: 120 when sys.stdout or sys.stderr would not
+    # flush. First: wait for non-daemon threads (as it does, only if
+    # threading was imported), run atexit handlers, flush the streams.
     threading = sys.modules.get("threading")
     try:
         if threading is not None:
@@ -538,13 +539,44 @@ def finish(status=0):
     except BaseException:
         pass
     atexit._run_exitfuncs()
-    for f in (sys.stdout, sys.stderr):
+    status = flush_std_files(status)
+    # Then the modules' end: the original streams back, sys.last_* gone,
+    # the program's __main__ out of sys.modules, and what only it held
+    # freed, a collection taking the cycles: a file the program left open
+    # is flushed and closed, and __del__ methods run. (The interpreter
+    # collects once before this too, and frees the modules the program
+    # imported and the template's, then clears the globals of those still
+    # alive, which only daemon threads would see: walking sys.modules would
+    # copy a page for each name in it.) Last, it wipes sys, and the streams
+    # it held close: their errors are not reported.
+    for name in ("stdout", "stderr"):
+        setattr(sys, name, getattr(sys, "__%s__" % name, None))
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        sys.__dict__.pop(name, None)
+    sys.modules.pop("__main__", None)
+    gc.collect()
+    streams = {id(f): f for f in (getattr(sys, name, None) for name in ("stdout", "stderr", "__stdout__", "__stderr__"))}
+    for f in streams.values():
+        try:
+            if f is not None and not closed(f):
+                f.flush()
+        except BaseException:
+            pass
+    return status
+
+
+def flush_std_files(status):
+    # sys.stdout's and sys.stderr's flush, as the interpreter's: a stream
+    # that is None, missing or closed is passed over; stdout's error is
+    # reported as unraisable, stderr's is not (it has nowhere to go).
+    for i, name in enumerate(("stdout", "stderr")):
+        f = getattr(sys, name, None)
         if f is None or closed(f):
             continue
         try:
             f.flush()
         except BaseException as e:
-            if f is sys.stdout:
+            if i == 0:
                 unraisable(e, f)
             status = 120
     return status

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +67,19 @@ var zygoteDiffers = map[string]func(cold, forked any) bool{
 		m, _ := forked.([]any)
 		return len(m) == 3 && m[0] == "1000" && m[2] == "1"
 	},
+}
+
+// fetched is what a result's fetched files hold, for a message.
+func fetched(files map[string]*result.Fetched) map[string]string {
+	out := map[string]string{}
+	for path, f := range files {
+		if f == nil {
+			out[path] = "<nil>"
+			continue
+		}
+		out[path] = fmt.Sprintf("%q %s", f.Data, f.Error)
+	}
+	return out
 }
 
 func withoutRun(mounts any) []any {
@@ -172,31 +186,39 @@ func TestZygoteDifferential(t *testing.T) {
 		// How a program ends, as python3 ends it: the status, the
 		// streams to the byte (tracebacks included), the exit status
 		// 120 of a stream that would not flush, the death by SIGINT
-		// after an uncaught KeyboardInterrupt's traceback, and
-		// __main__ as the interpreter makes it.
-		for _, code := range []string{
-			"raise KeyboardInterrupt",
-			"import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)",
-			"import atexit\natexit.register(lambda: print('bye'))\nraise KeyboardInterrupt('stop') from None",
-			"import signal, os\nsignal.signal(signal.SIGINT, lambda *a: print('caught'))\nos.kill(os.getpid(), signal.SIGINT)\nprint('after')",
-			"def f():\n    raise ValueError('a') from KeyError('b')\nf()",
-			"import sys; sys.exit('bye')",
-			"import sys; sys.exit(-1)",
-			"import sys; print('no newline', end=''); sys.exit(3)",
-			"import os; os.close(1); print('x')",
-			"import os; os.close(1); print('x'); raise SystemExit(4)",
-			"import os; os.close(2); raise ValueError('z')",
-			"import os, sys\nsys.unraisablehook = lambda u: print(type(u).__name__, u.exc_type.__name__, u.object is sys.stdout, u.err_msg, u.exc_traceback, file=sys.stderr)\nos.close(1)\nprint('x')",
-			"import sys\nsys.excepthook = lambda *a: print('hook', a[0].__name__, file=sys.stderr)\n1/0",
-			"import atexit, sys\natexit.register(lambda: print(type(sys.last_value).__name__, sys.last_traceback is not None, file=sys.stderr))\n1/0",
-			"print([(k, type(v).__name__) for k, v in globals().items()], __loader__)",
+		// after an uncaught KeyboardInterrupt's traceback, __main__ as
+		// the interpreter makes it, and its finalization: what only the
+		// program's globals held is freed (a file left open is flushed,
+		// __del__ methods run) and the original streams are flushed.
+		for _, args := range [][]string{
+			{"-c", "raise KeyboardInterrupt"},
+			{"-c", "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)"},
+			{"-c", "import atexit\natexit.register(lambda: print('bye'))\nraise KeyboardInterrupt('stop') from None"},
+			{"-c", "import signal, os\nsignal.signal(signal.SIGINT, lambda *a: print('caught'))\nos.kill(os.getpid(), signal.SIGINT)\nprint('after')"},
+			{"-c", "def f():\n    raise ValueError('a') from KeyError('b')\nf()"},
+			{"-c", "import sys; sys.exit('bye')"},
+			{"-c", "import sys; sys.exit(-1)"},
+			{"-c", "import sys; print('no newline', end=''); sys.exit(3)"},
+			{"-c", "import os; os.close(1); print('x')"},
+			{"-c", "import os; os.close(1); print('x'); raise SystemExit(4)"},
+			{"-c", "import os; os.close(2); raise ValueError('z')"},
+			{"-c", "import os, sys\nsys.unraisablehook = lambda u: print(type(u).__name__, u.exc_type.__name__, u.object is sys.stdout, u.err_msg, u.exc_traceback, file=sys.stderr)\nos.close(1)\nprint('x')"},
+			{"-c", "import sys, os\nsys.stderr = sys.stdout\nos.close(1)\nprint('x')"},
+			{"-c", "import sys\nsys.excepthook = lambda *a: print('hook', a[0].__name__, file=sys.stderr)\n1/0"},
+			{"-c", "import atexit, sys\natexit.register(lambda: print(type(sys.last_value).__name__, sys.last_traceback is not None, file=sys.stderr))\n1/0"},
+			{"-c", "print([(k, type(v).__name__) for k, v in globals().items()], __loader__)"},
+			{"-c", "class A:\n    def __del__(self):\n        print('freed', a is self)\na = A()"},
+			{"-c", "class A:\n    def __del__(self):\n        print('cycle freed')\na = A()\na.me = a"},
+			{"-c", "import io, sys\nprint('before')\nsys.stdout = io.StringIO()\nprint('hidden')"},
+			{"-c", "import sys\nprint('before')\ndel sys.stdout"},
+			{"--fetch", "/tmp/left-open", "-c", "f = open('/tmp/left-open', 'w')\nf.write('written, never closed')"},
 		} {
-			cold, forked := coldExec(t, "-c", code), forkedExec(t, socket, "-c", code)
+			cold, forked := coldExec(t, args...), forkedExec(t, socket, args...)
 			if forked.Status != cold.Status || !reflect.DeepEqual(forked.ExitCode, cold.ExitCode) || !reflect.DeepEqual(forked.Signal, cold.Signal) ||
-				forked.Stdout != cold.Stdout || forked.Stderr != cold.Stderr {
-				t.Errorf("%q:\nforked %s exit %v signal %v stdout %q stderr %q\ncold   %s exit %v signal %v stdout %q stderr %q", code,
-					forked.Status, deref(forked.ExitCode), deref(forked.Signal), forked.Stdout, forked.Stderr,
-					cold.Status, deref(cold.ExitCode), deref(cold.Signal), cold.Stdout, cold.Stderr)
+				forked.Stdout != cold.Stdout || forked.Stderr != cold.Stderr || !reflect.DeepEqual(forked.Fetched, cold.Fetched) {
+				t.Errorf("%q:\nforked %s exit %v signal %v stdout %q stderr %q fetched %v\ncold   %s exit %v signal %v stdout %q stderr %q fetched %v",
+					args[len(args)-1], forked.Status, deref(forked.ExitCode), deref(forked.Signal), forked.Stdout, forked.Stderr, fetched(forked.Fetched),
+					cold.Status, deref(cold.ExitCode), deref(cold.Signal), cold.Stdout, cold.Stderr, fetched(cold.Fetched))
 			}
 		}
 		// A file's __main__ has the source file's loader.
