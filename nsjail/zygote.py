@@ -52,7 +52,16 @@ EXIT_SANDBOX_ERROR = 125
 
 BOOTSTRAP = os.path.abspath(__file__)
 template_modules = frozenset()  # the template's, once its preloads are in (template)
+# What a run's ending calls, bound before any program runs: a program may
+# replace os._exit or sys.__excepthook__, or delete a builtin, and its run
+# must still end, and end as python3's would.
+_exit, _kill, _getpid = os._exit, os.kill, os.getpid
+_BaseException, _SystemExit, _KeyboardInterrupt = BaseException, SystemExit, KeyboardInterrupt
+_isinstance, _type, _str, _getattr = isinstance, type, str, getattr
+_display = sys.__excepthook__  # the interpreter's own display of an exception
+_report_unraisable = sys.__unraisablehook__  # and of one it cannot raise
 libc = ctypes.CDLL(None, use_errno=True)
+_fflush = libc.fflush  # looked up here: a first lookup in a run would write the template's pages
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
@@ -474,7 +483,7 @@ def run_main(spec):
     sys.argv = spec["argv"]
     sys.orig_argv = spec["orig_argv"]
     reseed()
-    status, interrupted = 0, False
+    exc = None
     try:
         if code is None:
             try:
@@ -483,47 +492,120 @@ def run_main(spec):
             except OSError as e:  # as python3 FILE says it
                 print("%s: can't open file %r: [Errno %d] %s" % (sys.orig_argv[0], path, e.errno, e.strerror),
                       file=sys.stderr)
-                os._exit(finish(2))
+                _exit(finish(2))
         code = compile(code, name, "exec")
         del spec
         exec(code, d)
-    except SystemExit as e:
-        status = exit_status(e)
-    except BaseException as e:
-        print_exception(e)
-        status, interrupted = 1, isinstance(e, KeyboardInterrupt)
-    del main, d  # for finish to free what only the program's globals hold
-    status = finish(status)
-    if interrupted:
-        # python3 ends by SIGINT after an uncaught KeyboardInterrupt's
-        # traceback and its finalization (a shell must see the ^C), or
-        # with 130 if the signal does not end it.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        status = 128 + signal.SIGINT
-    os._exit(status)
+    except _BaseException as e:
+        exc = e
+    # The ending is python3's, outside any except block as there; and
+    # whatever the program broke, the process ends here.
+    status, interrupted = 1, False
+    try:
+        if path:
+            flush_io()  # as python3 FILE does before reporting (not -c)
+        if exc is None:
+            status = 0
+        elif _isinstance(exc, _SystemExit):
+            status = exit_status(exc)
+        else:
+            status = print_exception(exc)
+            # python3 ends by SIGINT after an uncaught KeyboardInterrupt
+            # (exactly that type), once finalized: a shell must see the ^C.
+            interrupted = status is None and _type(exc) is _KeyboardInterrupt
+            status = 1 if status is None else status
+        exc = None
+        del main, d  # for finish to free what only the program's globals held
+        status = finish(status)
+        if interrupted:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _kill(_getpid(), signal.SIGINT)
+            status = 128 + signal.SIGINT  # the signal did not end it
+    finally:
+        _exit(status)
 
 
 def print_exception(e):
     # As the interpreter reports an uncaught exception: sys.last_* set,
-    # then sys.excepthook, with the traceback from the program's frames.
+    # then sys.excepthook, with the traceback from the program's frames;
+    # a hook that fails, or none, as PyErr_Print says it. Returns None, or
+    # the exit status of a SystemExit the hook raised.
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == BOOTSTRAP:
         tb = tb.tb_next
     e.__traceback__ = tb
-    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
+    sys.last_type, sys.last_value, sys.last_traceback = _type(e), e, tb
     if sys.version_info >= (3, 12):
         sys.last_exc = e
-    sys.excepthook(type(e), e, tb)
+    hook = sys.__dict__.get("excepthook")
+    if hook is None and "excepthook" not in sys.__dict__:
+        write_stderr("sys.excepthook is missing\n")
+        display(e)
+        return None
+    try:
+        hook(_type(e), e, tb)
+    except _SystemExit as e2:
+        return exit_status(e2)
+    except _BaseException as e2:
+        tb2 = e2.__traceback__.tb_next if e2.__traceback__ is not None else None  # from the hook's frames
+        write_stderr("Error in sys.excepthook:\n")
+        display(e2.with_traceback(tb2))
+        write_stderr("\nOriginal exception was:\n")
+        display(e)
+    return None
+
+
+def display(e):
+    # The interpreter's own display of an exception, on sys.stderr.
+    try:
+        _display(_type(e), e, e.__traceback__)
+    except _BaseException:
+        pass
+
+
+def write_stderr(text):
+    # PySys_WriteStderr: to sys.stderr, else to the process's stderr;
+    # errors are dropped.
+    f = sys.__dict__.get("stderr")
+    try:
+        if f is None:
+            os.write(2, text.encode("utf-8", "backslashreplace"))
+        else:
+            f.write(text)
+    except _BaseException:
+        pass
+
+
+def flush_io():
+    # What python3 FILE flushes before it reports how the program ended:
+    # sys.stderr, then sys.stdout, errors dropped.
+    for name in ("stderr", "stdout"):
+        try:
+            sys.__dict__[name].flush()
+        except _BaseException:
+            pass
 
 
 def exit_status(e):
-    code = e.code
+    # SystemExit's status, as the interpreter's handle_system_exit gets
+    # it: its code (or, if that cannot be read, the exception itself); an
+    # int's value as C's exit takes a long (255 past a long's range);
+    # anything else printed on sys.stderr, and 1.
+    try:
+        code = e.code
+    except _BaseException:
+        code = e
     if code is None:
         return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
+    if _isinstance(code, int):
+        value = int.__int__(code)
+        return value & 0xFF if -(1 << 63) <= value < (1 << 63) else 255
+    try:
+        text = _str(code)
+    except _BaseException:
+        text = ""
+    write_stderr(text)
+    write_stderr("\n")
     return 1
 
 
@@ -536,8 +618,8 @@ def finish(status=0):
     try:
         if threading is not None:
             threading._shutdown()
-    except BaseException:
-        pass
+    except _BaseException as e:
+        unraisable(e, threading)
     atexit._run_exitfuncs()
     status = flush_std_files(status)
     # Then the modules' end: the original streams back, sys.last_* gone,
@@ -560,8 +642,9 @@ def finish(status=0):
         try:
             if f is not None and not closed(f):
                 f.flush()
-        except BaseException:
+        except _BaseException:
             pass
+    _fflush(None)  # C's stdio, as exit() flushes it (a C extension's printf)
     return status
 
 
@@ -592,25 +675,27 @@ def closed(f):
 
 
 def unraisable(e, obj):
-    # sys.unraisablehook(args), as PyErr_WriteUnraisable(obj) calls it:
-    # the traceback from the callee's frames (the flush was called from C
-    # there), no message of its own. The args' type is not importable: the
-    # interpreter makes one for a __del__ that raises.
-    tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
-    got = []
-    hook, sys.unraisablehook = sys.unraisablehook, got.append
-
-    class Raises:
-        def __del__(self):
-            raise RuntimeError
-
+    # PyErr_WriteUnraisable(obj): sys.unraisablehook(args), or the
+    # interpreter's own report without one; the traceback from the
+    # callee's frames (it was called from C there), no message of its
+    # own. The args' type is not importable: the interpreter makes one for
+    # a __del__ that raises.
     try:
-        Raises()
-    finally:
-        sys.unraisablehook = hook
-    try:
-        hook(type(got[0])((type(e), e, tb, None, obj)))
-    except BaseException:
+        tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
+        hook = sys.__dict__.get("unraisablehook") or _report_unraisable
+        got = []
+        sys.unraisablehook = got.append
+
+        class Raises:
+            def __del__(self):
+                raise RuntimeError
+
+        try:
+            Raises()
+        finally:
+            sys.unraisablehook = hook
+        hook(_type(got[0])((_type(e), e, tb, None, obj)))
+    except _BaseException:
         pass
 
 

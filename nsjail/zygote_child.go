@@ -326,14 +326,11 @@ func (z *zygoteRun) send(sv *supervisor) error {
 	if err != nil {
 		return err
 	}
+	// A file program is read by the program from its file, as bytes:
+	// compiling those honours a BOM and a coding declaration as python3
+	// FILE does, where a JSON string would have decoded them already.
 	req := runRequest{Argv: a.argv, OrigArgv: s.Argv, Env: s.Env, Cwd: s.Workdir, Code: a.code, File: a.file,
 		TimeoutNs: s.Timeout.Nanoseconds(), NullStdin: s.Stdin == nil}
-	for _, f := range s.Files {
-		if a.code == nil && f.Path == a.file {
-			code := string(f.Data)
-			req.Code = &code
-		}
-	}
 	for _, f := range s.Files {
 		req.Files = append(req.Files, [3]any{f.Path, int(f.Mode.Perm()), len(f.Data)})
 	}

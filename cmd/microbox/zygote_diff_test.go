@@ -212,6 +212,24 @@ func TestZygoteDifferential(t *testing.T) {
 			{"-c", "import io, sys\nprint('before')\nsys.stdout = io.StringIO()\nprint('hidden')"},
 			{"-c", "import sys\nprint('before')\ndel sys.stdout"},
 			{"--fetch", "/tmp/left-open", "-c", "f = open('/tmp/left-open', 'w')\nf.write('written, never closed')"},
+			{"-c", "import ctypes; ctypes.CDLL(None).printf(b'from C stdio\\n')"},
+			// A program that breaks what the ending uses still ends as
+			// python3 would.
+			{"-c", "import sys; sys.stderr = None; raise SystemExit('to the process stderr')"},
+			{"-c", "class X:\n    def __str__(self): raise ValueError\nraise SystemExit(X())"},
+			{"-c", "import sys; sys.excepthook = None; 1/0"},
+			{"-c", "import sys\ndef h(*a): raise ValueError('in hook')\nsys.excepthook = h\n1/0"},
+			{"-c", "import sys\ndef h(*a): raise SystemExit(7)\nsys.excepthook = h\n1/0"},
+			{"-c", "import sys\nsys.excepthook = lambda *a: print(sys.exc_info()[0])\n1/0"},
+			{"-c", "import builtins; del builtins.print; raise SystemExit('m')"},
+			{"-c", "import builtins; builtins.KeyboardInterrupt = ZeroDivisionError; 1/0"},
+			{"-c", "import os; os._exit = lambda c: print('called', c)"},
+			{"-c", "import sys, os; del sys.unraisablehook; print('x', end=''); os.close(1)"},
+			{"-c", "raise SystemExit(2**70)"},
+			{"-c", "raise SystemExit(2**32 + 3)"},
+			{"-c", "class I(int):\n    def __and__(s, o): return 9\nraise SystemExit(I(3))"},
+			{"-c", "class K(KeyboardInterrupt): pass\nraise K()"},
+			{"-c", "import threading, time, os, signal\nthreading.Thread(target=time.sleep, args=(1,)).start()\nthreading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()"},
 		} {
 			cold, forked := coldExec(t, args...), forkedExec(t, socket, args...)
 			if forked.Status != cold.Status || !reflect.DeepEqual(forked.ExitCode, cold.ExitCode) || !reflect.DeepEqual(forked.Signal, cold.Signal) ||
@@ -219,6 +237,25 @@ func TestZygoteDifferential(t *testing.T) {
 				t.Errorf("%q:\nforked %s exit %v signal %v stdout %q stderr %q fetched %v\ncold   %s exit %v signal %v stdout %q stderr %q fetched %v",
 					args[len(args)-1], forked.Status, deref(forked.ExitCode), deref(forked.Signal), forked.Stdout, forked.Stderr, fetched(forked.Fetched),
 					cold.Status, deref(cold.ExitCode), deref(cold.Signal), cold.Stdout, cold.Stderr, fetched(cold.Fetched))
+			}
+		}
+		// A file program is compiled from its bytes, as python3 FILE
+		// reads it (a BOM, a coding declaration), and its output is
+		// flushed before the ending's hooks run.
+		dir := t.TempDir()
+		for name, src := range map[string]string{
+			"bom.py":    "\xef\xbb\xbfprint('after a BOM')\n",
+			"latin1.py": "# -*- coding: latin-1 -*-\nprint('\xe9')\n",
+			"order.py":  "import atexit, os\nprint('buffered')\natexit.register(lambda: os.write(1, b'atexit\\n'))\n",
+		} {
+			path := filepath.Join(dir, name)
+			if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cold, forked := coldExec(t, path), forkedExec(t, socket, path)
+			if forked.Status != cold.Status || forked.Stdout != cold.Stdout || forked.Stderr != cold.Stderr {
+				t.Errorf("%s: forked %s stdout %q stderr %q, cold %s stdout %q stderr %q",
+					name, forked.Status, forked.Stdout, forked.Stderr, cold.Status, cold.Stdout, cold.Stderr)
 			}
 		}
 		// A file's __main__ has the source file's loader.
