@@ -658,7 +658,7 @@ def flush_std_files(status):
             continue
         try:
             f.flush()
-        except BaseException as e:
+        except _BaseException as e:
             if i == 0:
                 unraisable(e, f)
             status = 120
@@ -670,7 +670,7 @@ def closed(f):
     # flushed.
     try:
         return bool(f.closed)
-    except BaseException:
+    except _BaseException:
         return False
 
 
