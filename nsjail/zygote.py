@@ -29,6 +29,7 @@ import _socket
 import atexit
 import ctypes
 import errno
+import _io
 import gc
 import json
 import os
@@ -53,13 +54,29 @@ EXIT_SANDBOX_ERROR = 125
 BOOTSTRAP = os.path.abspath(__file__)
 template_modules = frozenset()  # the template's, once its preloads are in (template)
 # What a run's ending calls, bound before any program runs: a program may
-# replace os._exit or sys.__excepthook__, or delete a builtin, and its run
-# must still end, and end as python3's would.
-_exit, _kill, _getpid = os._exit, os.kill, os.getpid
+# replace os._exit, gc.collect or sys.__excepthook__, or delete a builtin,
+# and its run must still end, and end as python3's would.
+_exit, _write, _sys_dict = os._exit, os.write, sys.__dict__
 _BaseException, _SystemExit, _KeyboardInterrupt = BaseException, SystemExit, KeyboardInterrupt
-_isinstance, _type, _str, _getattr = isinstance, type, str, getattr
+_RuntimeError, _AttributeError = RuntimeError, AttributeError
+_isinstance, _type, _str, _int, _bool, _id, _list = isinstance, type, str, int, bool, id, list
+_getattr, _setattr, _callable = getattr, setattr, callable
+_collect, _run_exitfuncs, _audit = gc.collect, atexit._run_exitfuncs, sys.audit
+_setsig, _getsig, _raise_signal = _signal.signal, _signal.getsignal, _signal.raise_signal
+_SIGINT, _SIG_DFL, _NSIG = _signal.SIGINT, _signal.SIG_DFL, _signal.NSIG
 _display = sys.__excepthook__  # the interpreter's own display of an exception
 _report_unraisable = sys.__unraisablehook__  # and of one it cannot raise
+
+
+# _io's own bases, not io's: an ABC's isinstance writes to its caches.
+_IOBase, _TextIOBase, _FunctionType = _io._IOBase, _io._TextIOBase, types.FunctionType
+
+
+class _Raises:
+    # An object whose end raises: the interpreter reports that with an
+    # argument of the type sys.unraisablehook takes (unraisable).
+    def __del__(self):
+        raise RuntimeError
 libc = ctypes.CDLL(None, use_errno=True)
 _fflush = libc.fflush  # looked up here: a first lookup in a run would write the template's pages
 
@@ -518,9 +535,9 @@ def run_main(spec):
         del main, d  # for finish to free what only the program's globals held
         status = finish(status)
         if interrupted:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            _kill(_getpid(), signal.SIGINT)
-            status = 128 + signal.SIGINT  # the signal did not end it
+            _setsig(_SIGINT, _SIG_DFL)
+            _raise_signal(_SIGINT)
+            status = 128 + _SIGINT  # the signal did not end it
     finally:
         _exit(status)
 
@@ -537,8 +554,14 @@ def print_exception(e):
     sys.last_type, sys.last_value, sys.last_traceback = _type(e), e, tb
     if sys.version_info >= (3, 12):
         sys.last_exc = e
-    hook = sys.__dict__.get("excepthook")
-    if hook is None and "excepthook" not in sys.__dict__:
+    hook = _sys_dict.get("excepthook")
+    try:
+        _audit("sys.excepthook", hook, _type(e), e, tb)
+    except _RuntimeError:
+        return None  # an audit hook's RuntimeError says: no report
+    except _BaseException as ae:
+        unraisable(ae, None)
+    if hook is None and "excepthook" not in _sys_dict:
         write_stderr("sys.excepthook is missing\n")
         display(e)
         return None
@@ -564,16 +587,15 @@ def display(e):
 
 
 def write_stderr(text):
-    # PySys_WriteStderr: to sys.stderr, else to the process's stderr;
-    # errors are dropped.
-    f = sys.__dict__.get("stderr")
+    # PySys_WriteStderr: to sys.stderr, or to the process's stderr when
+    # there is none or it fails.
     try:
-        if f is None:
-            os.write(2, text.encode("utf-8", "backslashreplace"))
-        else:
-            f.write(text)
+        _sys_dict["stderr"].write(text)
     except _BaseException:
-        pass
+        try:
+            _write(2, text.encode("utf-8", "backslashreplace"))
+        except _BaseException:
+            pass
 
 
 def flush_io():
@@ -581,7 +603,7 @@ def flush_io():
     # sys.stderr, then sys.stdout, errors dropped.
     for name in ("stderr", "stdout"):
         try:
-            sys.__dict__[name].flush()
+            _sys_dict[name].flush()
         except _BaseException:
             pass
 
@@ -597,14 +619,19 @@ def exit_status(e):
         code = e
     if code is None:
         return 0
-    if _isinstance(code, int):
-        value = int.__int__(code)
+    if _isinstance(code, _int):
+        value = _int.__int__(code)
         return value & 0xFF if -(1 << 63) <= value < (1 << 63) else 255
+    # The value through sys.stderr's write, or the process's stderr when
+    # there is none (not when it fails); then a newline, PySys_WriteStderr's.
+    f = _sys_dict.get("stderr")
     try:
-        text = _str(code)
+        if f is None:
+            _write(2, _str(code).encode("utf-8", "backslashreplace"))
+        else:
+            f.write(_str(code))
     except _BaseException:
-        text = ""
-    write_stderr(text)
+        pass
     write_stderr("\n")
     return 1
 
@@ -612,32 +639,62 @@ def exit_status(e):
 def finish(status=0):
     # What Py_FinalizeEx does that os._exit skips, in its order, and the
     # exit status it leaves: 120 when sys.stdout or sys.stderr would not
-    # flush. First: wait for non-daemon threads (as it does, only if
-    # threading was imported), run atexit handlers, flush the streams.
-    threading = sys.modules.get("threading")
+    # flush. Each step goes on whatever the program broke in the one
+    # before. First: wait for non-daemon threads (as it does, only if
+    # threading was imported), run atexit handlers, flush the streams,
+    # and give the signals Python handles back to the kernel's default.
+    modules = _sys_dict.get("modules")
+    modules = modules if _isinstance(modules, dict) else {}
+    threading = modules.get("threading")
     try:
         if threading is not None:
             threading._shutdown()
     except _BaseException as e:
         unraisable(e, threading)
-    atexit._run_exitfuncs()
+    try:
+        _run_exitfuncs()
+    except _BaseException:
+        pass
     status = flush_std_files(status)
+    try:
+        for sig in range(1, _NSIG):
+            if _callable(_getsig(sig)):
+                _setsig(sig, _SIG_DFL)
+    except _BaseException:
+        pass
     # Then the modules' end: the original streams back, sys.last_* gone,
     # the program's __main__ out of sys.modules, and what only it held
-    # freed, a collection taking the cycles: a file the program left open
-    # is flushed and closed, and __del__ methods run. (The interpreter
-    # collects once before this too, and frees the modules the program
-    # imported and the template's, then clears the globals of those still
-    # alive, which only daemon threads would see: walking sys.modules would
-    # copy a page for each name in it.) Last, it wipes sys, and the streams
-    # it held close: their errors are not reported.
+    # freed, a collection taking the cycles: __del__ methods run, and a
+    # file the program left open is closed, flushed first (its_files): the
+    # collector finalizes a cycle's objects in no set order, and a file's
+    # descriptor may close before its buffer is written. (The interpreter
+    # also frees the modules the program imported and the template's:
+    # walking sys.modules would copy a page for each name in it.) Last, it
+    # wipes sys, and the streams it held close: their errors are not
+    # reported.
     for name in ("stdout", "stderr"):
-        setattr(sys, name, getattr(sys, "__%s__" % name, None))
+        try:
+            _setattr(sys, name, _sys_dict.get("__%s__" % name))
+        except _BaseException:
+            pass
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
-        sys.__dict__.pop(name, None)
-    sys.modules.pop("__main__", None)
-    gc.collect()
-    streams = {id(f): f for f in (getattr(sys, name, None) for name in ("stdout", "stderr", "__stdout__", "__stderr__"))}
+        _sys_dict.pop(name, None)
+    try:
+        main = modules.pop("__main__", None)
+        for f in its_files(_getattr(main, "__dict__", None)):
+            try:
+                if not closed(f):
+                    f.flush()
+            except _BaseException:
+                pass
+        main = f = None
+        _collect()
+    except _BaseException:
+        pass
+    streams = {}
+    for name in ("stdout", "stderr", "__stdout__", "__stderr__"):
+        f = _sys_dict.get(name)
+        streams[_id(f)] = f
     for f in streams.values():
         try:
             if f is not None and not closed(f):
@@ -648,18 +705,53 @@ def finish(status=0):
     return status
 
 
+def its_files(d, budget=2000):
+    # The files (io objects) the program's globals hold, through the
+    # containers, instances, classes and functions it made (no module, no
+    # object of another's: those are the template's pages), at most budget
+    # objects looked at; text layers first, whose flush goes through
+    # their buffers.
+    found, seen = [], set()
+    stack = _list(d.values()) if _isinstance(d, dict) else []
+    while stack and budget > 0:
+        o = stack.pop()
+        budget -= 1
+        if _id(o) in seen:
+            continue
+        seen.add(_id(o))
+        t = _type(o)
+        if _isinstance(o, _IOBase):
+            found.append(o)
+        elif t is dict:
+            stack.extend(o.values())
+        elif t in (list, tuple, set, frozenset):
+            stack.extend(o)
+        elif t is _FunctionType:
+            stack.extend(o.__defaults__ or ())
+            stack.extend((o.__kwdefaults__ or {}).values())
+            for cell in o.__closure__ or ():
+                try:
+                    stack.append(cell.cell_contents)
+                except ValueError:
+                    pass
+        elif _getattr(o if _isinstance(o, type) else t, "__module__", None) == "__main__":
+            stack.extend(_getattr(o, "__dict__", {}).values())
+    found.sort(key=lambda f: not _isinstance(f, _TextIOBase))
+    return found
+
+
 def flush_std_files(status):
     # sys.stdout's and sys.stderr's flush, as the interpreter's: a stream
     # that is None, missing or closed is passed over; stdout's error is
     # reported as unraisable, stderr's is not (it has nowhere to go).
-    for i, name in enumerate(("stdout", "stderr")):
-        f = getattr(sys, name, None)
+    for name in ("stdout", "stderr"):
+        f = _sys_dict.get(name)
         if f is None or closed(f):
             continue
         try:
             f.flush()
         except _BaseException as e:
-            if i == 0:
+            if name == "stdout":
                 unraisable(e, f)
             status = 120
     return status
@@ -669,7 +761,7 @@ def closed(f):
     # As the interpreter asks: a stream whose "closed" cannot be read is
     # flushed.
     try:
-        return bool(f.closed)
+        return _bool(f.closed)
     except _BaseException:
         return False
 
@@ -679,21 +771,18 @@ def unraisable(e, obj):
     # interpreter's own report without one; the traceback from the
     # callee's frames (it was called from C there), no message of its
     # own. The args' type is not importable: the interpreter makes one for
-    # a __del__ that raises.
+    # an object whose end raises.
     try:
         tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
-        hook = sys.__dict__.get("unraisablehook") or _report_unraisable
+        hook = _sys_dict.get("unraisablehook")
+        if hook is None:
+            hook = _report_unraisable
         got = []
-        sys.unraisablehook = got.append
-
-        class Raises:
-            def __del__(self):
-                raise RuntimeError
-
+        _sys_dict["unraisablehook"] = got.append
         try:
-            Raises()
+            _Raises()
         finally:
-            sys.unraisablehook = hook
+            _sys_dict["unraisablehook"] = hook
         hook(_type(got[0])((_type(e), e, tb, None, obj)))
     except _BaseException:
         pass

@@ -212,6 +212,9 @@ func TestZygoteDifferential(t *testing.T) {
 			{"-c", "import io, sys\nprint('before')\nsys.stdout = io.StringIO()\nprint('hidden')"},
 			{"-c", "import sys\nprint('before')\ndel sys.stdout"},
 			{"--fetch", "/tmp/left-open", "-c", "f = open('/tmp/left-open', 'w')\nf.write('written, never closed')"},
+			{"--fetch", "/tmp/left-open", "-c", "def g(): pass\nf = open('/tmp/left-open', 'w')\nf.write('globals in a cycle')"},
+			{"--fetch", "/tmp/left-open", "-c", "class K:\n    f = open('/tmp/left-open', 'w')\nK.f.write('a class attribute')"},
+			{"-c", "import os, signal\nclass A:\n    def __del__(self): os.kill(os.getpid(), signal.SIGINT)\na = A()"},
 			{"-c", "import ctypes; ctypes.CDLL(None).printf(b'from C stdio\\n')"},
 			// A program that breaks what the ending uses still ends as
 			// python3 would.
@@ -225,6 +228,11 @@ func TestZygoteDifferential(t *testing.T) {
 			{"-c", "import builtins; builtins.KeyboardInterrupt = ZeroDivisionError; 1/0"},
 			{"-c", "import os; os._exit = lambda c: print('called', c)"},
 			{"-c", "import sys, os; del sys.unraisablehook; print('x', end=''); os.close(1)"},
+			{"-c", "import signal; signal.SIGINT = 15; raise KeyboardInterrupt"},
+			{"-c", "import builtins; del builtins.getattr; print('x')"},
+			{"-c", "import gc; gc.collect = None\nclass A:\n    def __del__(self): print('cycle freed')\na = A(); a.me = a"},
+			{"-c", "import atexit; atexit._run_exitfuncs = lambda: print('fake')\natexit.register(lambda: print('real'))"},
+			{"-c", "import sys\nclass E:\n    def write(self, s): raise ValueError\n    def flush(self): pass\nsys.stderr = E()\nraise SystemExit('m')"},
 			{"-c", "raise SystemExit(2**70)"},
 			{"-c", "raise SystemExit(2**32 + 3)"},
 			{"-c", "class I(int):\n    def __and__(s, o): return 9\nraise SystemExit(I(3))"},
