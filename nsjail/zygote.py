@@ -719,23 +719,26 @@ def its_files(d, budget=2000):
         if _id(o) in seen:
             continue
         seen.add(_id(o))
-        t = _type(o)
-        if _isinstance(o, _IOBase):
-            found.append(o)
-        elif t is dict:
-            stack.extend(o.values())
-        elif t in (list, tuple, set, frozenset):
-            stack.extend(o)
-        elif t is _FunctionType:
-            stack.extend(o.__defaults__ or ())
-            stack.extend((o.__kwdefaults__ or {}).values())
-            for cell in o.__closure__ or ():
-                try:
-                    stack.append(cell.cell_contents)
-                except ValueError:
-                    pass
-        elif _getattr(o if _isinstance(o, type) else t, "__module__", None) == "__main__":
-            stack.extend(_getattr(o, "__dict__", {}).values())
+        try:  # the program's classes may answer anything, or raise
+            t = _type(o)
+            if _isinstance(o, _IOBase):
+                found.append(o)
+            elif t is dict:
+                stack.extend(o.values())
+            elif t in (list, tuple, set, frozenset):
+                stack.extend(o)
+            elif t is _FunctionType:
+                stack.extend(o.__defaults__ or ())
+                stack.extend((o.__kwdefaults__ or {}).values())
+                for cell in o.__closure__ or ():
+                    try:
+                        stack.append(cell.cell_contents)
+                    except ValueError:
+                        pass
+            elif _getattr(o if _isinstance(o, type) else t, "__module__", None) == "__main__":
+                stack.extend(_getattr(o, "__dict__", {}).values())
+        except _BaseException:
+            pass
     found.sort(key=lambda f: not _isinstance(f, _TextIOBase))
     return found
 
