@@ -24,12 +24,12 @@
 # The template never runs a caller's code, and each run is a fresh fork of
 # it: nothing a run does reaches the template or a later run.
 
+import _io
 import _signal
 import _socket
 import atexit
 import ctypes
 import errno
-import _io
 import gc
 import json
 import os
@@ -52,13 +52,12 @@ MAX_JOIN = 8  # a run's v1 cgroup tasks files, one per hierarchy (nsjail/zygote_
 EXIT_SANDBOX_ERROR = 125
 
 BOOTSTRAP = os.path.abspath(__file__)
-template_modules = frozenset()  # the template's, once its preloads are in (template)
 # What a run's ending calls, bound before any program runs: a program may
 # replace os._exit, gc.collect or sys.__excepthook__, or delete a builtin,
 # and its run must still end, and end as python3's would.
 _exit, _write, _sys_dict = os._exit, os.write, sys.__dict__
 _BaseException, _SystemExit, _KeyboardInterrupt = BaseException, SystemExit, KeyboardInterrupt
-_RuntimeError, _AttributeError = RuntimeError, AttributeError
+_RuntimeError = RuntimeError
 _isinstance, _type, _str, _int, _bool, _id, _list = isinstance, type, str, int, bool, id, list
 _getattr, _setattr, _callable = getattr, setattr, callable
 _collect, _run_exitfuncs, _audit = gc.collect, atexit._run_exitfuncs, sys.audit
@@ -77,6 +76,8 @@ class _Raises:
     # argument of the type sys.unraisablehook takes (unraisable).
     def __del__(self):
         raise RuntimeError
+
+
 libc = ctypes.CDLL(None, use_errno=True)
 _fflush = libc.fflush  # looked up here: a first lookup in a run would write the template's pages
 
@@ -126,8 +127,6 @@ def template():
     # import machinery's objects, writing their pages.)
     compile("x = 1", "<warm>", "exec")
     rules = prepare(cfg, init_binary)
-    global template_modules  # what a run's finalization leaves alone (finish)
-    template_modules = frozenset(sys.modules)
     gc.collect()
     gc.freeze()
     huge_pages()
